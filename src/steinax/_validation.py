@@ -1,0 +1,93 @@
+"""Input checks shared by every public entry point.
+
+Every error names the argument, what was received and what was expected.
+Checks on values (finiteness) run only on concrete arrays: inside ``jit`` the
+shapes and dtypes are still checked, values are checked by the run loop.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "check_particles",
+    "check_scores",
+    "check_positive",
+    "is_concrete",
+]
+
+
+def is_concrete(x) -> bool:
+    """True when ``x`` holds values (not a tracer inside ``jit``)."""
+    return not isinstance(x, jax.core.Tracer)
+
+
+def _describe(x) -> str:
+    shape = getattr(x, "shape", None)
+    dtype = getattr(x, "dtype", None)
+    if shape is None:
+        return f"{type(x).__name__}"
+    return f"array of shape {tuple(shape)} and dtype {dtype}"
+
+
+def check_particles(particles, name: str = "particles", *, check_finite: bool = True) -> jax.Array:
+    """Return ``particles`` as a floating JAX array of shape ``[n, d]``.
+
+    Raises:
+        TypeError: not an array of a floating dtype.
+        ValueError: not two-dimensional, empty, or holding NaN/inf.
+    """
+    if not hasattr(particles, "shape") or not hasattr(particles, "dtype"):
+        try:
+            particles = np.asarray(particles)
+        except Exception as exc:  # pragma: no cover - defensive
+            raise TypeError(
+                f"`{name}` must be an array of shape [n, d]; received {type(particles).__name__}"
+            ) from exc
+    if particles.ndim != 2:
+        raise ValueError(
+            f"`{name}` must have shape [n, d] (n particles in d dimensions); "
+            f"received {_describe(particles)}"
+        )
+    if particles.shape[0] < 1 or particles.shape[1] < 1:
+        raise ValueError(f"`{name}` must hold at least one particle of dimension >= 1; received {_describe(particles)}")
+    if not jnp.issubdtype(particles.dtype, jnp.floating):
+        raise TypeError(
+            f"`{name}` must have a floating dtype (float32 or float64); received {_describe(particles)}"
+        )
+    particles = jnp.asarray(particles)
+    if check_finite and is_concrete(particles):
+        bad = ~np.isfinite(np.asarray(particles))
+        if bad.any():
+            rows = np.unique(np.nonzero(bad)[0])
+            raise ValueError(
+                f"`{name}` must be finite; received {int(bad.sum())} non-finite entries "
+                f"(NaN or inf) in rows {rows[:10].tolist()}{' ...' if rows.size > 10 else ''}"
+            )
+    return particles
+
+
+def check_scores(scores, particles: jax.Array, name: str = "scores", *, check_finite: bool = True) -> jax.Array:
+    """Return ``scores`` checked to match ``particles`` in shape and dtype."""
+    scores = check_particles(scores, name, check_finite=check_finite)
+    if scores.shape != particles.shape:
+        raise ValueError(
+            f"`{name}` must have the same shape as `particles` {tuple(particles.shape)}; "
+            f"received {_describe(scores)}"
+        )
+    if scores.dtype != particles.dtype:
+        raise TypeError(
+            f"`{name}` must have the same dtype as `particles` ({particles.dtype}); received {_describe(scores)}"
+        )
+    return scores
+
+
+def check_positive(value, name: str) -> None:
+    """Raise if a concrete ``value`` is not finite and strictly positive."""
+    if not is_concrete(value):
+        return
+    arr = np.asarray(value)
+    if arr.size == 0 or not np.all(np.isfinite(arr)) or not np.all(arr > 0):
+        raise ValueError(f"`{name}` must be finite and > 0; received {arr.tolist()!r}")
