@@ -30,9 +30,11 @@ heuristic, not a function of the particles to differentiate through
 (SteinGP's code differentiates through it and gets a wrong repulsion; see
 ALGORITHMS.md section D).
 
-Cost: the exact median is found by k-ary bisection on the floats' bit patterns
-(:func:`kth_smallest`): a fixed number of fused counting passes over ``D``,
-never a sort of ``n^2`` values.
+Cost: never a sort of ``n^2`` values. The exact median of a materialised ``D``
+is an introselect (``np.partition``, O(n^2)) on the CPU backend and a k-ary
+bisection on the floats' bit patterns (:func:`kth_smallest`, a fixed number of
+fused counting passes) on accelerators and in blocked mode, where ``D`` is
+recomputed block by block and never stored.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from steinax.kernels.pairwise import fold_row_blocks, squared_distances
 
@@ -153,6 +156,38 @@ def kth_smallest(values: jax.Array, k: int, mask: jax.Array | None = None) -> ja
     return _kth_from_source(fold, k, _source_max(fold, values.dtype), values.dtype)
 
 
+def _host_median(values, mask):
+    """numpy-convention median by one introselect (``np.partition``), O(N) on the host."""
+    v = np.asarray(values)
+    if mask is not None:
+        v = v[np.asarray(mask)]
+    v = v.reshape(-1)
+    count = v.size
+    k = count // 2
+    part = np.partition(v, k)
+    if count % 2 == 1:
+        return part[k].astype(v.dtype)
+    # after partitioning, part[:k] holds the k smallest values: the lower middle is their max
+    return (0.5 * (part[:k].max() + part[k])).astype(v.dtype)
+
+
+def _dense_median(values: jax.Array, count: int, mask: jax.Array | None = None) -> jax.Array:
+    """Exact median of a materialised array: introselect on CPU, bisection on accelerators.
+
+    On the CPU backend a single ``np.partition`` (via ``jax.pure_callback``)
+    is several times faster than the >= 10 counting passes of the bisection; on
+    GPU/TPU the passes are cheap and the data stays on the device. Both are
+    exact and return the same value (tested).
+    """
+    if jax.default_backend() == "cpu":
+        shape = jax.ShapeDtypeStruct((), values.dtype)
+        args = (values,) if mask is None else (values, mask)
+        return jax.pure_callback(
+            lambda v, m=None: _host_median(v, m), shape, *args, vmap_method="sequential"
+        )
+    return _median_from_source(_dense_source(values, mask), count, values.dtype)
+
+
 def _finalise(med: jax.Array, n: int) -> jax.Array:
     h = med / jnp.log(jnp.asarray(n + 1.0, med.dtype))
     h = jnp.where(jnp.isfinite(h) & (h > 0), h, jnp.ones_like(h))
@@ -252,16 +287,13 @@ def median_bandwidth(
         count = n * (n - 1) // 2 if pairs else n * n
         if count == 0:
             return _finalise(jnp.zeros((), dtype), n)
-        if sqdist is not None:
-            mask = jnp.triu(jnp.ones((n, n), dtype=bool), k=1) if pairs else None
-            fold = _dense_source(sqdist, mask)
-        elif block_size is None or block_size >= n:
-            d2 = squared_distances(particles, particles)
-            mask = jnp.triu(jnp.ones((n, n), dtype=bool), k=1) if pairs else None
-            fold = _dense_source(d2, mask)
-        else:
+        if sqdist is None and block_size is not None and block_size < n:
             fold = _sqdist_source(particles, block_size, pairs)
-        return _finalise(_median_from_source(fold, count, dtype), n)
+            return _finalise(_median_from_source(fold, count, dtype), n)
+        if sqdist is None:
+            sqdist = squared_distances(particles, particles)
+        mask = jnp.triu(jnp.ones((n, n), dtype=bool), k=1) if pairs else None
+        return _finalise(_dense_median(sqdist, count, mask), n)
     if rule == "per_dimension":
         if n < 2:
             return _finalise(jnp.zeros((particles.shape[1],), dtype), n)
@@ -272,7 +304,6 @@ def median_bandwidth(
         if n <= max_points:
             return median_bandwidth(particles, "liu", sqdist=sqdist, block_size=block_size)
         sub = particles[jax.random.permutation(rng_key, n)[:max_points]]
-        fold = _dense_source(squared_distances(sub, sub))
         # the log factor uses the full n: the subsample only estimates the median
-        return _finalise(_median_from_source(fold, max_points * max_points, dtype), n)
+        return _finalise(_dense_median(squared_distances(sub, sub), max_points * max_points), n)
     raise ValueError(f"`rule` must be one of {BANDWIDTH_RULES}; received {rule!r}")

@@ -53,6 +53,15 @@ class AbstractKernel(eqx.Module):
         """Return ``(kappa(s), kappa'(s), kappa''(s))`` elementwise."""
 
     @property
+    def derivative_ratio(self) -> float | None:
+        """A constant ``r`` with ``kappa'(s) = r kappa(s)`` for all ``s``, if one exists.
+
+        Engines use it to fuse matrix products (SVGD needs one ``n x n`` by
+        ``n x d`` product instead of two). ``None`` (the default) means no such constant.
+        """
+        return None
+
+    @property
     @abc.abstractmethod
     def scale(self) -> jax.Array | None:
         """The scale ``h``: ``None`` (meaning 1), a scalar, or a ``[d]`` vector."""
@@ -183,6 +192,10 @@ class RBF(AbstractKernel):
         if self.rule is None:
             return super().resolve(particles)
         return RBF(bandwidth=median_bandwidth(particles, self.rule, sqdist=sqdist, block_size=block_size))
+
+    @property
+    def derivative_ratio(self):
+        return -1.0
 
     def profile(self, s):
         k = jnp.exp(-s)

@@ -1,0 +1,112 @@
+"""Time one SVGD step (steady state, after compilation): steinax vs BlackJAX vs NumPyro einstein.
+
+Target N(0, I_d), plain SGD, each library's default median bandwidth
+(steinax: Liu's exact rule; BlackJAX: ``update_median_heuristic``; NumPyro:
+``RBFKernel()``). Prints ms/step and each peer's time as a multiple of steinax's.
+
+    python benchmarks/bench_svgd_step.py                  # n in {100, 1000, 5000}, d in {2, 100}
+    python benchmarks/bench_svgd_step.py --n 1000 --d 100 --repeats 5
+
+Peers that fail (e.g. out of memory at n = 5000) are reported as such.
+Needs the ``bench`` extra (blackjax, numpyro).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+import steinax
+
+
+def _time(fn, state, repeats, budget_s):
+    state = fn(state)  # compile
+    jax.block_until_ready(state)
+    times = []
+    t_start = time.perf_counter()
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        state = fn(state)
+        jax.block_until_ready(state)
+        times.append(time.perf_counter() - t0)
+        if time.perf_counter() - t_start > budget_s:
+            break
+    return 1e3 * float(np.median(times))
+
+
+def logdensity(x):
+    return -0.5 * jnp.sum(x * x)
+
+
+def steinax_step(n, d, lr):
+    method = steinax.svgd()
+    opt = optax.sgd(lr)
+    target = steinax.targets.LogDensityTarget(logdensity)
+    x0 = jax.random.normal(jax.random.key(0), (n, d))
+    state = method.init(x0, opt)
+    step = jax.jit(lambda s: method.step(jax.random.key(0), s, target, opt)[0])
+    return step, state
+
+
+def blackjax_step(n, d, lr):
+    import blackjax
+    from blackjax.vi.svgd import rbf_kernel, update_median_heuristic
+
+    svgd = blackjax.svgd(jax.grad(logdensity), optax.sgd(lr), rbf_kernel, update_median_heuristic)
+    x0 = jax.random.normal(jax.random.key(0), (n, d))
+    state = svgd.init(x0, {"length_scale": 1.0})
+    return jax.jit(svgd.step), state
+
+
+def numpyro_step(n, d, lr):
+    import numpyro
+    import numpyro.distributions as dist
+    from numpyro.contrib.einstein import SVGD, RBFKernel
+
+    def model():
+        numpyro.sample("x", dist.Normal(jnp.zeros(d), 1.0).to_event(1))
+
+    svgd = SVGD(model, numpyro.optim.SGD(lr), RBFKernel(), num_stein_particles=n)
+    state = svgd.init(jax.random.key(0))
+    return jax.jit(lambda s: svgd.update(s)[0]), state
+
+
+PEERS = {"steinax": steinax_step, "blackjax": blackjax_step, "numpyro": numpyro_step}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, nargs="+", default=[100, 1000, 5000])
+    p.add_argument("--d", type=int, nargs="+", default=[2, 100])
+    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--budget", type=float, default=20.0, help="seconds of timing per library and size")
+    p.add_argument("--peers", nargs="+", default=list(PEERS))
+    args = p.parse_args(argv)
+    print(f"jax {jax.__version__} on {jax.default_backend()} ({jax.device_count()} device(s)); float32; SGD lr 1e-2")
+    print(f"{'n':>6} {'d':>4} " + " ".join(f"{name + ' ms':>14}" for name in args.peers) + "   ratios to steinax")
+    for n in args.n:
+        for d in args.d:
+            row, ms = [], {}
+            for name in args.peers:
+                try:
+                    fn, state = PEERS[name](n, d, 1e-2)
+                    ms[name] = _time(fn, state, args.repeats, args.budget)
+                    row.append(f"{ms[name]:14.2f}")
+                except Exception as exc:  # noqa: BLE001 - report any failure (OOM) and go on
+                    ms[name] = None
+                    row.append(f"{'failed':>14}")
+                    print(f"  [{name} n={n} d={d}] {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
+            base = ms.get("steinax")
+            ratios = "  ".join(
+                f"{k}/steinax={v / base:.1f}x" for k, v in ms.items() if k != "steinax" and v and base
+            )
+            print(f"{n:>6} {d:>4} " + " ".join(row) + "   " + ratios, flush=True)
+
+
+if __name__ == "__main__":
+    main()

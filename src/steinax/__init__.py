@@ -1,0 +1,41 @@
+"""steinax: Stein methods in JAX.
+
+Particle variational inference (SVGD and its variants) and kernel Stein
+discrepancies, as pure functions on arrays with thin method and run-loop layers.
+"""
+
+from steinax import kernels, metrics, stein, targets
+from steinax.kernels import IMQ, RBF
+from steinax.particles import (
+    NonFiniteError,
+    ParticleState,
+    RunResult,
+    Trace,
+    adagrad_momentum,
+    run,
+    scale_by_adagrad_momentum,
+    svgd,
+    svgd_direction,
+)
+from steinax.stein import ksd
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "kernels",
+    "stein",
+    "targets",
+    "metrics",
+    "RBF",
+    "IMQ",
+    "ksd",
+    "svgd",
+    "svgd_direction",
+    "run",
+    "RunResult",
+    "Trace",
+    "ParticleState",
+    "NonFiniteError",
+    "adagrad_momentum",
+    "scale_by_adagrad_momentum",
+]

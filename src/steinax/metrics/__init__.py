@@ -1,0 +1,5 @@
+"""Sample-quality metrics."""
+
+from steinax.metrics.mmd import mmd2
+
+__all__ = ["mmd2"]

@@ -1,0 +1,22 @@
+"""Particle methods (update directions as pure functions), the run loop and optax glue."""
+
+from steinax.particles.base import AbstractParticleMethod, ParticleState, StepInfo
+from steinax.particles.optim import ScaleByAdagradMomentumState, adagrad_momentum, scale_by_adagrad_momentum
+from steinax.particles.run import NonFiniteError, RunResult, Trace, run
+from steinax.particles.svgd import SVGD, svgd, svgd_direction
+
+__all__ = [
+    "AbstractParticleMethod",
+    "ParticleState",
+    "StepInfo",
+    "SVGD",
+    "svgd",
+    "svgd_direction",
+    "run",
+    "RunResult",
+    "Trace",
+    "NonFiniteError",
+    "adagrad_momentum",
+    "scale_by_adagrad_momentum",
+    "ScaleByAdagradMomentumState",
+]

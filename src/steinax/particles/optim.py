@@ -1,0 +1,68 @@
+"""Optax glue: Liu & Wang's AdaGrad-with-momentum as an optax transformation.
+
+All optimizers in steinax are optax ``GradientTransformation``\\ s. Particle
+methods produce an ascent direction ``phi``; the run loop feeds ``-phi`` to the
+optimizer as the "gradient" (optax minimises), so ``optax.sgd(eps)`` gives
+``x <- x + eps * phi``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+__all__ = ["ScaleByAdagradMomentumState", "scale_by_adagrad_momentum", "adagrad_momentum"]
+
+
+class ScaleByAdagradMomentumState(NamedTuple):
+    """State of :func:`scale_by_adagrad_momentum` (optax's NamedTuple state convention)."""
+
+    count: jax.Array
+    accumulator: optax.Updates
+
+
+def scale_by_adagrad_momentum(alpha: float = 0.9, eps: float = 1e-6) -> optax.GradientTransformation:
+    """Rescale updates by Liu & Wang's "AdaGrad with momentum" (``svgd.py``; ALGORITHMS.md section 0).
+
+    .. math::
+
+        G_1 = g_1^2, \\qquad G_t = \\alpha G_{t-1} + (1 - \\alpha) g_t^2 \\; (t > 1), \\qquad
+        u_t = g_t / (\\epsilon + \\sqrt{G_t}).
+
+    Note ``eps + sqrt(G)`` (not ``sqrt(G + eps)``), as in the reference code.
+    Despite its name this is an RMSProp-like exponential average with a
+    first-step initialisation, not AdaGrad's running sum.
+
+    Args:
+        alpha: the ``auto_corr`` decay of the reference code.
+        eps: the ``fudge_factor`` of the reference code.
+    """
+
+    def init_fn(params):
+        return ScaleByAdagradMomentumState(
+            count=jnp.zeros((), jnp.int32), accumulator=jax.tree_util.tree_map(jnp.zeros_like, params)
+        )
+
+    def update_fn(updates, state, params=None):
+        del params
+        first = state.count == 0
+        acc = jax.tree_util.tree_map(
+            lambda g, a: jnp.where(first, g * g, alpha * a + (1.0 - alpha) * g * g), updates, state.accumulator
+        )
+        updates = jax.tree_util.tree_map(lambda g, a: g / (eps + jnp.sqrt(a)), updates, acc)
+        return updates, ScaleByAdagradMomentumState(count=state.count + 1, accumulator=acc)
+
+    return optax.GradientTransformation(init_fn, update_fn)
+
+
+def adagrad_momentum(learning_rate: optax.ScalarOrSchedule, alpha: float = 0.9, eps: float = 1e-6):
+    """Liu & Wang's optimizer: ``x <- x + lr * phi / (eps + sqrt(G))``.
+
+    Example:
+        >>> import steinax
+        >>> opt = steinax.adagrad_momentum(0.1)   # as in svgd.py's update(stepsize=0.1)
+    """
+    return optax.chain(scale_by_adagrad_momentum(alpha, eps), optax.scale_by_learning_rate(learning_rate))

@@ -1,0 +1,306 @@
+"""The run loop: a whole particle-method run compiled as one ``lax.scan``.
+
+``run(method, target, particles, steps=..., optimizer=..., rng_key=...)``
+
+* Step ``t`` (1-based) uses the key ``fold_in(rng_key, t - 1)``, so a run is
+  deterministic for a given key and a resumed run (``initial_state=``)
+  reproduces an uninterrupted one exactly.
+* Every ``trace_every`` steps (and at steps 0 and ``steps``) the trace records
+  the squared V-statistic KSD of the particles with a fixed diagnostic kernel
+  (IMQ, ``c = 1``, ``beta = -1/2``, the same for every method so traces
+  compare across methods), plus the last step's direction norm and the
+  method's diagnostics (e.g. the bandwidth). The diagnostic costs one extra
+  score evaluation per trace point.
+* A step whose log-densities, scores, direction or new particles are not
+  finite stops the run: later steps leave the state unchanged, and
+  :class:`NonFiniteError` reports the step and carries the result of the last
+  finite step.
+* Progress (``tqdm``) is reported from inside the compiled loop with an
+  ordered ``jax.debug.callback`` at each trace point.
+* The compiled loop is cached: a second run with the same method, target and
+  optimizer objects and the same step counts does not recompile.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import time
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from steinax._validation import check_particles
+from steinax.kernels.base import IMQ, AbstractKernel
+from steinax.particles.base import AbstractParticleMethod, ParticleState
+from steinax.stein.ksd import ksd
+from steinax.targets.base import as_target
+
+__all__ = ["run", "RunResult", "Trace", "NonFiniteError"]
+
+
+class Trace(eqx.Module):
+    """Diagnostics recorded every ``trace_every`` steps (arrays of length ``T``).
+
+    Attributes:
+        step: number of completed steps at each record (0 = initial particles).
+        ksd: squared V-statistic KSD with the IMQ(1, -1/2) diagnostic kernel.
+        direction_norm: RMS ``||phi(x_i)||`` of the last step before the record (NaN at step 0).
+        method: the method's diagnostics of that step, e.g. ``{"bandwidth": ...}`` (NaN at step 0).
+    """
+
+    step: jax.Array
+    ksd: jax.Array
+    direction_norm: jax.Array
+    method: dict
+
+    def __getitem__(self, idx) -> "Trace":
+        return jax.tree_util.tree_map(lambda a: a[idx], self)
+
+
+class RunResult(eqx.Module):
+    """What :func:`run` returns.
+
+    Attributes:
+        particles: ``[n, d]`` final particles (in the target's space).
+        samples: the particles mapped by ``target.postprocess`` (NumPyro: dict of constrained sites).
+        trace: a :class:`Trace`.
+        state: the final :class:`~steinax.particles.ParticleState` (pass as ``initial_state`` to resume).
+        wall_time: seconds for the whole call, compilation included when it happened.
+    """
+
+    particles: jax.Array
+    samples: object
+    trace: Trace
+    state: ParticleState
+    wall_time: float = eqx.field(static=True)
+
+    def to_datatree(self, var_name: str = "x"):
+        """The samples as an ArviZ ``DataTree`` (one chain, particles as draws); needs ``arviz-base``."""
+        try:
+            from arviz_base import from_dict
+        except ImportError as exc:  # pragma: no cover
+            raise ImportError("to_datatree needs arviz-base: pip install 'steinax[arviz]'") from exc
+        samples = self.samples if isinstance(self.samples, dict) else {var_name: self.samples}
+        return from_dict({"posterior": {k: np.asarray(v)[None] for k, v in samples.items()}})
+
+
+class NonFiniteError(FloatingPointError):
+    """A run met a non-finite value; ``.step`` is the failing step, ``.result`` the last finite state."""
+
+    def __init__(self, message: str, step: int, result: RunResult):
+        super().__init__(message)
+        self.step = step
+        self.result = result
+
+
+# ---------------------------------------------------------------- progress
+
+_BARS: dict[int, object] = {}
+_RUN_IDS = itertools.count()
+
+
+def _progress_update(run_id, n_steps):
+    bar = _BARS.get(int(run_id))
+    if bar is not None:
+        bar.update(int(n_steps))
+
+
+def _make_bar(progress, total):
+    if progress == "auto":
+        progress = total >= 1000 and sys.stderr.isatty()
+    if not progress:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover
+        return None
+    return tqdm(total=total, desc="steinax", unit="step")
+
+
+# ---------------------------------------------------------------- compiled loop
+
+
+def _where_tree(pred, new, old):
+    return jax.tree_util.tree_map(lambda a, b: jnp.where(pred, a, b), new, old)
+
+
+def _diagnostics(target, diag_kernel, particles, key, ksd_block):
+    _, scores = target.evaluate(key, particles)
+    return ksd(particles, scores, diag_kernel, "v", block_size=ksd_block)
+
+
+@eqx.filter_jit
+def _loop(method, target, optimizer, diag_kernel, state, rng_key, run_id, n_chunks, every, remainder, ksd_block, progress):
+    key_steps, key_diag = jax.random.split(rng_key)
+
+    def one_step(carry, _):
+        state, failed = carry
+        new, info = method.step(jax.random.fold_in(key_steps, state.step), state, target, optimizer)
+        ok = info.finite & (failed < 0)
+        failed = jnp.where((failed < 0) & ~info.finite, state.step + 1, failed)
+        return (_where_tree(ok, new, state), failed), info
+
+    def record(carry, infos, n_done):
+        state, _ = carry
+        last = jax.tree_util.tree_map(lambda a: a[-1], infos)
+        k = _diagnostics(target, diag_kernel, state.particles, jax.random.fold_in(key_diag, state.step), ksd_block)
+        if progress:
+            jax.debug.callback(_progress_update, run_id, n_done, ordered=True)
+        return state.step, k, last.direction_norm, last.method
+
+    def chunk(carry, _):
+        carry, infos = jax.lax.scan(one_step, carry, None, length=every)
+        return carry, record(carry, infos, every)
+
+    carry = (state, jnp.asarray(-1, jnp.int32))
+    records = []
+    if n_chunks:
+        carry, rec = jax.lax.scan(chunk, carry, None, length=n_chunks)
+        records.append(rec)
+    if remainder:
+        carry, infos = jax.lax.scan(one_step, carry, None, length=remainder)
+        records.append(jax.tree_util.tree_map(lambda a: a[None], record(carry, infos, remainder)))
+    stacked = jax.tree_util.tree_map(lambda *a: jnp.concatenate(a), *records)
+    return carry[0], carry[1], stacked
+
+
+@eqx.filter_jit
+def _initial_record(method, target, diag_kernel, particles, rng_key, ksd_block):
+    _, key_diag = jax.random.split(rng_key)
+    logd, scores = target.evaluate(jax.random.fold_in(key_diag, 0), particles)
+    k = ksd(particles, scores, diag_kernel, "v", block_size=ksd_block)
+    _, _, info = method.direction(jax.random.key(0), particles, scores, method.init_aux(particles))
+    bad_rows = ~jnp.all(jnp.isfinite(scores), axis=1)
+    if logd is not None:
+        bad_rows = bad_rows | ~jnp.isfinite(logd)
+    return k, jax.tree_util.tree_map(lambda a: jnp.full_like(a, jnp.nan), info), bad_rows
+
+
+def run(
+    method: AbstractParticleMethod,
+    target,
+    particles: jax.Array | None = None,
+    *,
+    steps: int,
+    optimizer: optax.GradientTransformation,
+    rng_key: jax.Array,
+    trace_every: int | None = None,
+    diagnostic_kernel: AbstractKernel | None = None,
+    diagnostic_block_size: int | None = None,
+    initial_state: ParticleState | None = None,
+    progress: bool | str = "auto",
+) -> RunResult:
+    """Run a particle method for ``steps`` steps, compiled as one loop.
+
+    Args:
+        method: a particle method, e.g. ``steinax.svgd()``.
+        target: a log-density function ``logdensity(x)`` of one ``[d]`` point, or
+            any :class:`~steinax.targets.AbstractTarget` (minibatch or keyed scores,
+            NumPyro models via :func:`steinax.targets.from_numpyro`).
+        particles: ``[n, d]`` initial particles (float32 or float64, finite).
+        steps: number of steps (``>= 1``).
+        optimizer: any optax optimizer; it receives ``-phi`` as the gradient
+            (``optax.sgd(eps)`` gives ``x + eps * phi``; see also
+            :func:`steinax.adagrad_momentum`).
+        rng_key: a JAX PRNG key; the run is deterministic given it.
+        trace_every: record the trace every this many steps (default ``max(1, steps // 100)``).
+        diagnostic_kernel: the trace's KSD kernel (default ``IMQ(1, -1/2)``; keep the
+            default to compare traces across methods).
+        diagnostic_block_size: row-block size for the trace's KSD at large ``n``.
+        initial_state: resume from a previous ``result.state`` (then ``particles`` is ignored).
+        progress: ``True``, ``False`` or ``"auto"`` (a bar for runs of >= 1000 steps on a terminal).
+
+    Returns:
+        A :class:`RunResult`.
+
+    Raises:
+        NonFiniteError: a step produced NaN/inf; ``err.step`` says which,
+            ``err.result`` holds the particles of the last finite step.
+    """
+    t0 = time.perf_counter()
+    if not isinstance(method, AbstractParticleMethod):
+        raise TypeError(f"`method` must be a steinax particle method (e.g. steinax.svgd()); received {type(method).__name__}")
+    target = as_target(target)
+    if not (isinstance(optimizer, optax.GradientTransformation) or hasattr(optimizer, "update")):
+        raise TypeError(f"`optimizer` must be an optax GradientTransformation; received {type(optimizer).__name__}")
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValueError(f"`steps` must be a positive integer; received {steps!r}")
+    steps = int(steps)
+    if trace_every is None:
+        trace_every = max(1, steps // 100)
+    if isinstance(trace_every, bool) or not isinstance(trace_every, (int, np.integer)) or trace_every < 1:
+        raise ValueError(f"`trace_every` must be a positive integer; received {trace_every!r}")
+    trace_every = min(int(trace_every), steps)
+    if not (hasattr(rng_key, "dtype") and (jax.dtypes.issubdtype(rng_key.dtype, jax.dtypes.prng_key) or rng_key.shape == (2,))):
+        raise TypeError(f"`rng_key` must be a JAX PRNG key (jax.random.key(seed)); received {rng_key!r}")
+    diag_kernel = IMQ() if diagnostic_kernel is None else diagnostic_kernel
+
+    if initial_state is None:
+        if particles is None:
+            raise ValueError("`particles` is required unless `initial_state` is given")
+        particles = check_particles(particles)
+        dim = getattr(target, "dim", None)
+        if isinstance(dim, int) and particles.shape[1] != dim:
+            raise ValueError(f"`particles` must have shape [n, {dim}] for this target; received shape {tuple(particles.shape)}")
+        state = method.init(particles, optimizer)
+    else:
+        state = initial_state
+        particles = check_particles(state.particles, "initial_state.particles")
+    diag_kernel = diag_kernel.resolve(particles)
+
+    k0, info0, bad_rows = _initial_record(method, target, diag_kernel, particles, rng_key, diagnostic_block_size)
+    bad_rows = np.asarray(bad_rows)
+    if bad_rows.any():
+        rows = np.nonzero(bad_rows)[0]
+        raise ValueError(
+            "the target's log-density or score is not finite at the initial `particles`, rows "
+            f"{rows[:10].tolist()}{' ...' if rows.size > 10 else ''}; expected finite values at every initial particle"
+        )
+
+    n_chunks, remainder = divmod(steps, trace_every)
+    run_id = next(_RUN_IDS)
+    bar = _make_bar(progress, steps)
+    if bar is not None:
+        _BARS[run_id] = bar
+    try:
+        final, failed, rec = _loop(
+            method, target, optimizer, diag_kernel, state, rng_key, jnp.asarray(run_id),
+            n_chunks, trace_every, remainder, diagnostic_block_size, bar is not None,
+        )
+        jax.block_until_ready(final.particles)
+        if bar is not None:
+            jax.effects_barrier()
+    finally:
+        if bar is not None:
+            bar.close()
+            _BARS.pop(run_id, None)
+    step0 = state.step
+    trace = Trace(
+        step=jnp.concatenate([step0[None], rec[0]]),
+        ksd=jnp.concatenate([k0[None], rec[1]]),
+        direction_norm=jnp.concatenate([jnp.full((1,), jnp.nan, rec[2].dtype), rec[2]]),
+        method=jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), info0, rec[3]),
+    )
+    failed = int(failed)
+    if failed >= 0:
+        keep = np.asarray(trace.step) < failed
+        trace = trace[np.nonzero(keep)[0]]
+    result = RunResult(
+        particles=final.particles,
+        samples=target.postprocess(final.particles),
+        trace=trace,
+        state=final,
+        wall_time=time.perf_counter() - t0,
+    )
+    if failed >= 0:
+        raise NonFiniteError(
+            f"non-finite values (log-density, score, direction or particles) appeared at step {failed} "
+            f"of {int(step0) + steps}; the run stopped and `err.result` holds the particles after step {failed - 1}",
+            failed,
+            result,
+        )
+    return result

@@ -1,0 +1,175 @@
+"""Targets: what a particle method samples from.
+
+A target is anything with a batched, keyed score. The interface
+(:class:`AbstractTarget`) is small and every method only calls
+:meth:`AbstractTarget.evaluate`, once per step, for all particles at once:
+
+``evaluate(rng_key, particles) -> (logdensities or None, scores)``
+
+Targets may also provide, for methods that need them (matrix-valued kernels,
+Stein variational Newton, KFAC, Stein GPs):
+
+* :meth:`hessian` (default: ``jax.hessian`` of the log-density),
+* :meth:`gauss_newton` and :meth:`fisher` (defined by models that have a
+  likelihood with that structure; otherwise a clear ``NotImplementedError``),
+* :meth:`per_example_loglik` (minibatch models),
+* :meth:`postprocess` (map particles to the user's space, e.g. NumPyro's
+  constrained space).
+
+A plain Python function ``logdensity(x)`` of one ``[d]`` point is a target
+(:func:`as_target` wraps it).
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+__all__ = ["AbstractTarget", "LogDensityTarget", "ScoreTarget", "MinibatchTarget", "as_target"]
+
+
+class AbstractTarget(eqx.Module):
+    """A target density ``p`` on ``R^d`` (see the module docstring)."""
+
+    @abc.abstractmethod
+    def evaluate(self, rng_key: jax.Array, particles: jax.Array) -> tuple[jax.Array | None, jax.Array]:
+        """Log-densities ``[n]`` (or ``None`` when unavailable) and scores ``[n, d]``.
+
+        Called once per step with all particles; a stochastic target draws one
+        minibatch from ``rng_key`` and uses it for every particle.
+        """
+
+    def logdensity(self, x: jax.Array) -> jax.Array:
+        """Unnormalised ``log p(x)`` at one ``[d]`` point."""
+        raise NotImplementedError(f"{type(self).__name__} does not provide a log-density, only scores")
+
+    def score(self, x: jax.Array) -> jax.Array:
+        """``nabla log p(x)`` at one ``[d]`` point."""
+        return jax.grad(self.logdensity)(x)
+
+    def hessian(self, x: jax.Array) -> jax.Array:
+        """``nabla^2 log p(x)`` (``[d, d]``) at one point."""
+        return jax.hessian(self.logdensity)(x)
+
+    def gauss_newton(self, x: jax.Array) -> jax.Array:
+        """A positive semi-definite Gauss-Newton approximation of ``-nabla^2 log p(x)``."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no Gauss-Newton structure; define `gauss_newton` on the target"
+        )
+
+    def fisher(self, rng_key: jax.Array, x: jax.Array) -> jax.Array:
+        """The (empirical) Fisher information at one point."""
+        raise NotImplementedError(f"{type(self).__name__} has no per-example likelihood to form a Fisher matrix")
+
+    def per_example_loglik(self, x: jax.Array, batch) -> jax.Array:
+        """Per-example log-likelihoods of ``batch`` at one point."""
+        raise NotImplementedError(f"{type(self).__name__} has no per-example log-likelihood")
+
+    def postprocess(self, particles: jax.Array):
+        """Map ``[n, d]`` particles to the user's space (identity by default)."""
+        return particles
+
+
+class LogDensityTarget(AbstractTarget):
+    """A target given by a differentiable ``logdensity_fn(x)`` of one ``[d]`` point."""
+
+    logdensity_fn: Callable = eqx.field(static=True)
+
+    def logdensity(self, x):
+        return self.logdensity_fn(x)
+
+    def evaluate(self, rng_key, particles):
+        del rng_key
+        return jax.vmap(jax.value_and_grad(self.logdensity_fn))(particles)
+
+
+class ScoreTarget(AbstractTarget):
+    """A target given only by its score, optionally stochastic.
+
+    Args:
+        score_fn: ``score_fn(x)`` or, with ``stochastic=True``,
+            ``score_fn(rng_key, x)`` for one ``[d]`` point. A stochastic score
+            receives the same key for every particle of a step, so particles
+            share one minibatch per step.
+    """
+
+    score_fn: Callable = eqx.field(static=True)
+    stochastic: bool = eqx.field(static=True, default=False)
+
+    def score(self, x):
+        if self.stochastic:
+            raise NotImplementedError("a stochastic ScoreTarget needs a key: use `evaluate`")
+        return self.score_fn(x)
+
+    def evaluate(self, rng_key, particles):
+        if self.stochastic:
+            return None, jax.vmap(self.score_fn, in_axes=(None, 0))(rng_key, particles)
+        return None, jax.vmap(self.score_fn)(particles)
+
+
+class MinibatchTarget(AbstractTarget):
+    """A Bayesian model ``log p(x) = log prior(x) + sum_i loglik(x, data_i)`` with minibatch scores.
+
+    Each step draws ``batch_size`` indices without replacement (one draw per
+    step, shared by all particles) and uses the unbiased estimate
+
+    .. math:: \\hat s(x) = \\nabla \\log p_0(x) + \\frac{N}{B} \\sum_{i \\in B} \\nabla \\log p(y_i | x).
+
+    Args:
+        logprior_fn: ``logprior_fn(x)`` of one ``[d]`` point.
+        loglik_fn: ``loglik_fn(x, example)`` for one example (a pytree slice of ``data``).
+        data: a pytree of arrays with a common leading axis of length ``N``.
+        batch_size: ``B``; ``None`` uses all data (exact scores).
+    """
+
+    logprior_fn: Callable = eqx.field(static=True)
+    loglik_fn: Callable = eqx.field(static=True)
+    data: object
+    batch_size: int | None = eqx.field(static=True, default=None)
+
+    @property
+    def num_data(self) -> int:
+        return jax.tree_util.tree_leaves(self.data)[0].shape[0]
+
+    def per_example_loglik(self, x, batch):
+        return jax.vmap(self.loglik_fn, in_axes=(None, 0))(x, batch)
+
+    def _batch(self, rng_key):
+        n = self.num_data
+        if self.batch_size is None or self.batch_size >= n:
+            return self.data, 1.0
+        idx = jax.random.choice(rng_key, n, (self.batch_size,), replace=False)
+        return jax.tree_util.tree_map(lambda a: a[idx], self.data), n / self.batch_size
+
+    def _logdensity_on(self, x, batch, factor):
+        return self.logprior_fn(x) + factor * jnp.sum(self.per_example_loglik(x, batch))
+
+    def logdensity(self, x):
+        return self._logdensity_on(x, self.data, 1.0)
+
+    def evaluate(self, rng_key, particles):
+        batch, factor = self._batch(rng_key)
+        return jax.vmap(jax.value_and_grad(self._logdensity_on), in_axes=(0, None, None))(particles, batch, factor)
+
+    def fisher(self, rng_key, x):
+        """Empirical Fisher ``N * Cov_B[nabla log p(y_i | x)]`` over a minibatch (``[d, d]``)."""
+        batch, _ = self._batch(rng_key)
+        g = jax.vmap(jax.grad(self.loglik_fn), in_axes=(None, 0))(x, batch)
+        g = g - jnp.mean(g, axis=0)
+        return self.num_data * (g.T @ g) / g.shape[0]
+
+
+def as_target(target) -> AbstractTarget:
+    """Return ``target`` as an :class:`AbstractTarget` (a callable becomes a :class:`LogDensityTarget`)."""
+    if isinstance(target, AbstractTarget):
+        return target
+    if callable(target):
+        return LogDensityTarget(target)
+    raise TypeError(
+        "`target` must be a log-density function `logdensity(x)` of one [d] point or a "
+        f"steinax.targets.AbstractTarget; received {type(target).__name__}"
+    )
