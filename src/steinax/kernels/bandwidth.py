@@ -282,6 +282,8 @@ def median_bandwidth(
     """
     n = particles.shape[0]
     dtype = particles.dtype
+    particles = jax.lax.stop_gradient(particles)
+    sqdist = None if sqdist is None else jax.lax.stop_gradient(sqdist)
     if rule in ("liu", "pairs"):
         pairs = rule == "pairs"
         count = n * (n - 1) // 2 if pairs else n * n

@@ -5,8 +5,8 @@ This is the only module that forms pairwise distances. Everything that needs
 rules) calls :func:`squared_distances`.
 
 Convention: ``||x - y||^2 = ||x||^2 + ||y||^2 - 2 x.y``, computed after
-subtracting a common centre (the mean of ``x``) to limit cancellation in
-float32, and clamped at zero. An optional per-dimension ``scale`` ``s`` gives
+subtracting a common centre (the mean of ``y``, so row blocks of ``x`` against
+the same ``y`` share it) to limit cancellation in float32, and clamped at zero. An optional per-dimension ``scale`` ``s`` gives
 ``sum_d (x_d - y_d)^2 / s_d``.
 """
 
@@ -32,11 +32,12 @@ def squared_distances(x: jax.Array, y: jax.Array, scale: jax.Array | float | Non
     Returns:
         ``[n, m]`` array, clamped to be ``>= 0``. Never forms an ``n x m x d`` tensor.
     """
-    centre = jnp.mean(x, axis=0)
+    centre = jnp.mean(y, axis=0, keepdims=True)
     x = x - centre
     y = y - centre
     if scale is not None:
         inv = 1.0 / jnp.sqrt(jnp.asarray(scale, dtype=x.dtype))
+        inv = inv[None, :] if inv.ndim == 1 else inv
         x = x * inv
         y = y * inv
     xx = jnp.sum(x * x, axis=-1)

@@ -40,7 +40,9 @@ def _direction_rows(x_rows, particles, scores, kernel, sqdist_rows=None):
     kap, d1, _ = kernel.profile(s)
     h = kernel.scale
     two_over_h = 2.0 if h is None else 2.0 / h
-    centre = jnp.mean(particles, axis=0)  # the repulsion is translation invariant
+    if jnp.ndim(two_over_h) == 1:
+        two_over_h = two_over_h[None, :]
+    centre = jnp.mean(particles, axis=0, keepdims=True)  # the repulsion is translation invariant
     xc, xr = particles - centre, x_rows - centre
     r = kernel.derivative_ratio
     if r is not None:

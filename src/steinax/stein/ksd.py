@@ -53,12 +53,13 @@ def stein_kernel_matrix(
     """
     h = kernel.scale
     inv_h = jnp.ones((), x.dtype) if h is None else 1.0 / h
+    inv_h_row = inv_h[None, :] if inv_h.ndim == 1 else inv_h
     s = kernel.scaled_sqdist(x, y, sqdist)
     kap, d1, d2 = kernel.profile(s)
     # (x_i - y_j)^T ((s(y_j) - s(x_i)) / h), translation invariant: centre first
-    centre = jnp.mean(y, axis=0)
+    centre = jnp.mean(y, axis=0, keepdims=True)
     xc, yc = x - centre, y - centre
-    sx_h, sy_h = score_x * inv_h, score_y * inv_h
+    sx_h, sy_h = score_x * inv_h_row, score_y * inv_h_row
     cross = (
         xc @ sy_h.T
         - jnp.sum(xc * sx_h, axis=1)[:, None]

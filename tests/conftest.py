@@ -1,0 +1,39 @@
+"""Shared fixtures: strict rank promotion, fixed keys, dtype-aware tolerances.
+
+Tolerances: float32 has a unit roundoff of 6e-8; the quantities compared are
+sums of O(n) terms of O(1) size computed in different orders (matrix products
+vs loops), so we allow rtol 1e-4 / atol 1e-5 in float32 and 1e-10 / 1e-12 in
+float64 (unit roundoff 1.1e-16, same reasoning).
+"""
+
+import jax
+import pytest
+
+jax.config.update("jax_numpy_rank_promotion", "raise")
+
+
+TOL = {
+    "float32": dict(rtol=1e-4, atol=1e-5),
+    "float64": dict(rtol=1e-10, atol=1e-12),
+}
+
+
+@pytest.fixture
+def key():
+    return jax.random.key(20261122)
+
+
+@pytest.fixture(params=["float32", "float64"])
+def dtype(request):
+    """Run the test in float32 and in float64 (x64 enabled for the test only)."""
+    if request.param == "float64":
+        with jax.enable_x64(True):
+            yield request.param
+    else:
+        yield request.param
+
+
+@pytest.fixture
+def tols(dtype):
+    """``dict(rtol=..., atol=...)`` for the current ``dtype`` (see the module docstring)."""
+    return TOL[dtype]

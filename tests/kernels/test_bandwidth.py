@@ -1,0 +1,100 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from steinax.kernels import RBF, kth_smallest, median_bandwidth, squared_distances
+from steinax.kernels import bandwidth as bw
+
+
+def _np_sqdist(x):
+    x = np.asarray(x, np.float64)
+    return ((x[:, None] - x[None]) ** 2).sum(-1)
+
+
+@pytest.mark.parametrize("n", [2, 3, 50, 101])
+def test_liu_rule_is_numpy_median_over_all_entries(n, dtype, key):
+    # Liu & Wang svgd.py: h_paper = median(D incl. diagonal zeros) / log(n + 1)
+    x = jax.random.normal(key, (n, 3), dtype)
+    d2 = np.asarray(squared_distances(x, x))  # the same matrix our rule reads
+    want = np.median(d2) / np.log(n + 1)
+    got = median_bandwidth(x, "liu")
+    assert got.dtype == x.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == "float32" else 1e-12)
+    np.testing.assert_allclose(want, np.median(_np_sqdist(x)) / np.log(n + 1), rtol=1e-4)
+
+
+@pytest.mark.parametrize("n", [2, 3, 50, 101])
+def test_pairs_rule(n, key):
+    x = jax.random.normal(key, (n, 3))
+    d2 = np.asarray(squared_distances(x, x))
+    want = np.median(d2[np.triu_indices(n, 1)]) / np.log(n + 1)
+    np.testing.assert_allclose(median_bandwidth(x, "pairs"), want, rtol=1e-6)
+
+
+def test_per_dimension_rule(key):
+    n = 40
+    x = np.asarray(jax.random.normal(key, (n, 3))) * np.array([0.1, 1.0, 10.0])
+    iu = np.triu_indices(n, 1)
+    want = [np.median(((x[:, None, k] - x[None, :, k]) ** 2)[iu]) / np.log(n + 1) for k in range(3)]
+    np.testing.assert_allclose(median_bandwidth(jnp.asarray(x), "per_dimension"), want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("rule", ["liu", "pairs"])
+@pytest.mark.parametrize("block_size", [1, 7, 16])
+def test_blocked_median_equals_dense(rule, block_size, key):
+    x = jax.random.normal(key, (37, 4))
+    # same multiset of distances up to the rounding of block-wise matrix products
+    np.testing.assert_allclose(
+        median_bandwidth(x, rule, block_size=block_size), median_bandwidth(x, rule), rtol=1e-6
+    )
+
+
+def test_bisection_equals_introselect(key):
+    """The accelerator path (bisection) and the CPU path (np.partition) agree exactly."""
+    for n in (5, 64, 99):
+        d2 = squared_distances(*(jax.random.normal(jax.random.fold_in(key, n), (n, 2)),) * 2)
+        via_bisection = jax.jit(lambda d: bw._median_from_source(bw._dense_source(d), n * n, d.dtype))(d2)
+        np.testing.assert_array_equal(via_bisection, bw._host_median(d2, None))
+
+
+def test_kth_smallest_with_ties(dtype):
+    v = jnp.array([3.0, 1.0, 2.0, 2.0, 5.0, 0.0, 2.0, 1e-30, 7e5], dtype)
+    ref = np.sort(np.asarray(v))
+    kth = jax.jit(jax.vmap(kth_smallest, in_axes=(None, 0, None)))
+    assert kth(v, jnp.arange(v.size), None).tolist() == ref.tolist()
+    mask = jnp.array([True, False] * 4 + [True])
+    ref_m = np.sort(np.asarray(v)[np.asarray(mask)])
+    assert kth(v, jnp.arange(ref_m.size), mask).tolist() == ref_m.tolist()
+
+
+def test_fallback_single_and_coincident_particles():
+    assert float(median_bandwidth(jnp.ones((1, 3)))) == 1.0
+    assert float(median_bandwidth(jnp.ones((6, 2)), "liu")) == 1.0
+    assert float(median_bandwidth(jnp.ones((6, 2)), "pairs")) == 1.0
+    np.testing.assert_array_equal(median_bandwidth(jnp.ones((6, 2)), "per_dimension"), [1.0, 1.0])
+
+
+def test_permutation_invariant_and_gradient_stopped(key):
+    x = jax.random.normal(key, (30, 2))
+    perm = jax.random.permutation(jax.random.fold_in(key, 1), 30)
+    for rule in ("liu", "pairs", "per_dimension"):  # invariant up to float rounding of the distances
+        np.testing.assert_allclose(median_bandwidth(x, rule), median_bandwidth(x[perm], rule), rtol=1e-6)
+    g = jax.grad(lambda x: median_bandwidth(x))(x)
+    assert float(jnp.abs(g).max()) == 0.0
+
+
+def test_subsampled_rule_is_explicit(key):
+    x = jax.random.normal(key, (300, 2))
+    with pytest.raises(ValueError, match="rng_key"):
+        median_bandwidth(x, "liu_subsampled")
+    h = median_bandwidth(x, "liu_subsampled", rng_key=key, max_points=100)
+    assert 0.5 * median_bandwidth(x) < h < 2.0 * median_bandwidth(x)
+
+
+def test_rbf_resolves_rule(key):
+    x = jax.random.normal(key, (20, 2))
+    k = RBF("pairs").resolve(x)
+    np.testing.assert_array_equal(k.bandwidth, median_bandwidth(x, "pairs"))
+    with pytest.raises(ValueError, match="rule"):
+        median_bandwidth(x, "mean")
