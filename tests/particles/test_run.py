@@ -1,0 +1,203 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import steinax
+from steinax.particles.run import _loop
+from steinax.targets import Gaussian, MinibatchTarget, ScoreTarget
+
+
+def _std_normal(x):
+    return -0.5 * jnp.sum(x * x)
+
+
+def test_trace_contents_and_determinism(key):
+    x0 = jax.random.normal(key, (30, 2)) + 2.0
+    kw = dict(steps=25, optimizer=optax.sgd(0.1), rng_key=jax.random.key(3), trace_every=10, progress=False)
+    a = steinax.run(steinax.svgd(), _std_normal, x0, **kw)
+    b = steinax.run(steinax.svgd(), _std_normal, x0, **kw)
+    np.testing.assert_array_equal(a.particles, b.particles)
+    assert a.trace.step.tolist() == [0, 10, 20, 25]
+    assert a.trace.ksd.shape == (4,) and bool(jnp.all(a.trace.ksd >= 0))
+    assert bool(jnp.isnan(a.trace.direction_norm[0])) and bool(jnp.all(a.trace.direction_norm[1:] > 0))
+    assert set(a.trace.method) == {"bandwidth"}
+    assert float(a.trace.ksd[-1]) < float(a.trace.ksd[0])
+    assert a.wall_time > 0
+    # the trace's KSD is the IMQ(1, -1/2) V-statistic of the recorded particles
+    np.testing.assert_allclose(a.trace.ksd[-1], steinax.ksd(a.particles, -a.particles, steinax.IMQ()), rtol=1e-5)
+
+
+def test_no_recompilation_on_second_call(key):
+    x0 = jax.random.normal(key, (20, 2))
+    method, opt, target = steinax.svgd(), optax.sgd(0.1), steinax.targets.LogDensityTarget(_std_normal)
+    kw = dict(steps=10, optimizer=opt, rng_key=key, progress=False)
+    steinax.run(method, target, x0, **kw)
+    before = _loop._cached._cache_size() if hasattr(_loop, "_cached") else None
+    with jax.log_compiles(True):
+        import logging
+
+        records = []
+        handler = logging.Handler()
+        handler.emit = records.append
+        logging.getLogger("jax").addHandler(handler)
+        try:
+            steinax.run(method, target, x0 + 1.0, **kw)
+        finally:
+            logging.getLogger("jax").removeHandler(handler)
+    compiled = [r for r in records if "Compiling" in r.getMessage() and "_loop" in r.getMessage()]
+    assert compiled == [], [r.getMessage() for r in compiled]
+    del before
+
+
+def test_plain_sgd_matches_manual_updates(key):
+    x0 = jax.random.normal(key, (10, 2))
+    res = steinax.run(steinax.svgd(steinax.RBF(1.0)), _std_normal, x0, steps=3, optimizer=optax.sgd(0.2), rng_key=key, progress=False)
+    x = x0
+    for _ in range(3):
+        x = x + 0.2 * steinax.svgd_direction(x, -x, steinax.RBF(1.0))
+    np.testing.assert_allclose(res.particles, x, rtol=1e-5, atol=1e-6)
+
+
+def test_resume_reproduces_uninterrupted_run(key):
+    x0 = jax.random.normal(key, (15, 2))
+    opt = optax.adam(0.05)
+    full = steinax.run(steinax.svgd(), _std_normal, x0, steps=20, optimizer=opt, rng_key=key, trace_every=5, progress=False)
+    half = steinax.run(steinax.svgd(), _std_normal, x0, steps=10, optimizer=opt, rng_key=key, trace_every=5, progress=False)
+    rest = steinax.run(
+        steinax.svgd(), _std_normal, None, steps=10, optimizer=opt, rng_key=key, trace_every=5,
+        initial_state=half.state, progress=False,
+    )
+    np.testing.assert_allclose(rest.particles, full.particles, rtol=1e-6, atol=1e-6)
+    assert rest.trace.step.tolist() == [10, 15, 20]
+
+
+def test_float64_run(key):
+    with jax.enable_x64(True):
+        x0 = jax.random.normal(key, (10, 2), jnp.float64)
+        res = steinax.run(steinax.svgd(), _std_normal, x0, steps=5, optimizer=optax.sgd(0.1), rng_key=key, progress=False)
+        assert res.particles.dtype == jnp.float64
+        assert res.trace.ksd.dtype == jnp.float64
+
+
+def test_stochastic_scores_use_the_key(key):
+    def noisy_score(k, x):
+        return -x + 0.1 * jax.random.normal(k, x.shape)
+
+    target = ScoreTarget(noisy_score, stochastic=True)
+    x0 = jax.random.normal(key, (20, 2))
+    kw = dict(steps=50, optimizer=optax.sgd(0.1), progress=False)
+    a = steinax.run(steinax.svgd(), target, x0, rng_key=jax.random.key(1), **kw)
+    b = steinax.run(steinax.svgd(), target, x0, rng_key=jax.random.key(2), **kw)
+    assert not np.allclose(a.particles, b.particles)
+    assert float(jnp.abs(a.particles.mean(0)).max()) < 0.2
+
+
+def test_minibatch_target_is_unbiased_and_runs(key):
+    # Bayesian mean of N(theta, 1) data with N(0, 10^2) prior
+    data = 1.5 + jax.random.normal(key, (500,))
+    target = MinibatchTarget(
+        logprior_fn=lambda th: -0.5 * jnp.sum(th**2) / 100.0,
+        loglik_fn=lambda th, y: -0.5 * (y - th[0]) ** 2,
+        data=data,
+        batch_size=50,
+    )
+    th = jnp.array([[0.3]])
+    full = jax.grad(target.logdensity)(th[0])
+    keys = jax.random.split(key, 2000)
+    est = jax.vmap(lambda k: target.evaluate(k, th)[1][0])(keys)
+    se = float(jnp.std(est[:, 0])) / np.sqrt(2000)
+    assert abs(float(est[:, 0].mean() - full[0])) < 4 * se  # unbiased minibatch score (failure rate ~6e-5)
+    # decaying steps (0.05 -> 5e-4) average out the minibatch noise
+    # plain SGD below the stability limit 2/500 of the posterior precision, decayed
+    # 100-fold so the minibatch noise averages out
+    opt = optax.sgd(optax.exponential_decay(2e-3, 500, 0.01))
+    res = steinax.run(steinax.svgd(), target, jax.random.normal(key, (20, 1)), steps=500,
+                      optimizer=opt, rng_key=key, progress=False)
+    post_mean, post_sd = float(jnp.sum(data) / (500 + 0.01)), 1.0 / np.sqrt(500)
+    assert abs(float(res.particles.mean()) - post_mean) < post_sd  # within one posterior sd
+
+
+def test_numpyro_model_constrained_output(key):
+    numpyro = pytest.importorskip("numpyro")
+    import numpyro.distributions as dist
+
+    def model(y):
+        scale = numpyro.sample("scale", dist.LogNormal(0.0, 1.0))
+        loc = numpyro.sample("loc", dist.Normal(0.0, 10.0))
+        numpyro.sample("y", dist.Normal(loc, scale), obs=y)
+
+    y = 2.0 + 0.5 * jax.random.normal(key, (100,))
+    target = steinax.targets.from_numpyro(model, y)
+    assert target.dim == 2
+    x0 = target.init_particles(key, 30, radius=0.5)
+    opt = optax.adam(optax.exponential_decay(0.05, 1000, 0.01))
+    res = steinax.run(steinax.svgd(), target, x0, steps=1000, optimizer=opt, rng_key=key, progress=False)
+    assert set(res.samples) == {"scale", "loc"}
+    assert res.samples["scale"].shape == (30,) and bool(jnp.all(res.samples["scale"] > 0))
+    # posterior sds: loc ~ 0.5/sqrt(100) = 0.05, scale ~ 0.5/sqrt(200) = 0.035
+    assert abs(float(res.samples["loc"].mean()) - float(y.mean())) < 0.02
+    assert abs(float(res.samples["scale"].mean()) - float(y.std())) < 0.05
+    # the log-density is NumPyro's potential (with log-Jacobian) in unconstrained space
+    from numpyro.infer.util import potential_energy
+
+    z = target.unravel_fn(x0[0])
+    np.testing.assert_allclose(target.logdensity(x0[0]), -potential_energy(model, (y,), {}, z), rtol=1e-5)
+
+
+def test_to_datatree(key):
+    pytest.importorskip("arviz_base")
+    res = steinax.run(steinax.svgd(), _std_normal, jax.random.normal(key, (12, 3)), steps=2,
+                      optimizer=optax.sgd(0.1), rng_key=key, progress=False)
+    tree = res.to_datatree()
+    assert tree.posterior["x"].shape == (1, 12, 3)
+
+
+def test_progress_bar_runs(key, capsys):
+    pytest.importorskip("tqdm")
+    x0 = jax.random.normal(key, (10, 2))
+    steinax.run(steinax.svgd(), _std_normal, x0, steps=20, optimizer=optax.sgd(0.1), rng_key=key,
+                trace_every=5, progress=True)
+    err = capsys.readouterr().err
+    assert "20/20" in err
+
+
+def test_non_finite_logdensity_stops_with_step(key):
+    # finite for the first steps, then the particles cross x0 > 1.5 where log p = nan
+    def logp(x):
+        return jnp.where(x[0] > 1.5, jnp.nan, -0.5 * jnp.sum((x - 5.0) ** 2))
+
+    x0 = 0.1 * jax.random.normal(key, (10, 2))
+    with pytest.raises(steinax.NonFiniteError, match="step") as info:
+        steinax.run(steinax.svgd(), logp, x0, steps=100, optimizer=optax.sgd(0.1), rng_key=key, progress=False)
+    err = info.value
+    assert 1 < err.step < 100
+    assert bool(jnp.all(jnp.isfinite(err.result.particles)))
+    assert int(err.result.state.step) == err.step - 1
+    assert bool(jnp.all(err.result.trace.step < err.step))
+
+
+def test_bad_inputs(key):
+    x0 = jax.random.normal(key, (10, 2))
+    kw = dict(steps=5, optimizer=optax.sgd(0.1), rng_key=key, progress=False)
+    with pytest.raises(ValueError, match="finite"):
+        steinax.run(steinax.svgd(), _std_normal, x0.at[3, 1].set(jnp.nan), **kw)
+    with pytest.raises(ValueError, match="finite"):
+        steinax.run(steinax.svgd(), _std_normal, x0.at[3, 1].set(jnp.inf), **kw)
+    with pytest.raises(ValueError, match=r"shape \[n, d\]"):
+        steinax.run(steinax.svgd(), _std_normal, x0[0], **kw)
+    with pytest.raises(TypeError, match="floating"):
+        steinax.run(steinax.svgd(), _std_normal, jnp.ones((4, 2), jnp.int32), **kw)
+    with pytest.raises(ValueError, match=r"\[n, 3\]"):
+        steinax.run(steinax.svgd(), Gaussian(jnp.zeros(3), jnp.eye(3)), x0, **kw)
+    with pytest.raises(ValueError, match="not finite at the initial"):
+        steinax.run(steinax.svgd(), lambda x: jnp.log(x[0]), x0, **kw)
+    with pytest.raises(ValueError, match="steps"):
+        steinax.run(steinax.svgd(), _std_normal, x0, steps=0, optimizer=optax.sgd(0.1), rng_key=key)
+    with pytest.raises(TypeError, match="rng_key"):
+        steinax.run(steinax.svgd(), _std_normal, x0, steps=3, optimizer=optax.sgd(0.1), rng_key=0)
+    with pytest.raises(TypeError, match="method"):
+        steinax.run("svgd", _std_normal, x0, **kw)
+    with pytest.raises(TypeError, match="target"):
+        steinax.run(steinax.svgd(), 3.0, x0, **kw)
