@@ -159,7 +159,7 @@ class MinibatchTarget(AbstractTarget):
         """Empirical Fisher ``N * Cov_B[nabla log p(y_i | x)]`` over a minibatch (``[d, d]``)."""
         batch, _ = self._batch(rng_key)
         g = jax.vmap(jax.grad(self.loglik_fn), in_axes=(None, 0))(x, batch)
-        g = g - jnp.mean(g, axis=0)
+        g = g - jnp.mean(g, axis=0, keepdims=True)
         return self.num_data * (g.T @ g) / g.shape[0]
 
 

@@ -80,7 +80,7 @@ class Gaussian(_ToyTarget):
 
     def sample(self, rng_key, n):
         z = jax.random.normal(rng_key, (n, self.dim), self.mean.dtype)
-        return self.mean + z @ self.chol.T
+        return self.mean[None, :] + z @ self.chol.T
 
     def hessian(self, x):
         return -self.precision

@@ -1,0 +1,19 @@
+import os
+
+from steinax.cli import main
+
+
+def test_demo_writes_figure_and_table(tmp_path, capsys):
+    out = tmp_path / "demo.png"
+    assert main(["demo", "--quick", "--particles", "12", "--steps", "20", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    for name in ("gaussian", "star", "double_banana", "sine"):
+        assert name in text
+    assert "final KSD" in text and "MMD^2" in text
+    assert out.stat().st_size > 10_000
+    assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp")]
+
+
+def test_version_and_help(capsys):
+    assert main(["--version"]) == 0
+    assert main([]) == 2
