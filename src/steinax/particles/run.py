@@ -173,11 +173,14 @@ def _initial_record(method, target, diag_kernel, particles, rng_key, ksd_block):
     _, key_diag = jax.random.split(rng_key)
     logd, scores = target.evaluate(jax.random.fold_in(key_diag, 0), particles)
     k = ksd(particles, scores, diag_kernel, "v", block_size=ksd_block)
-    _, _, info = method.direction(jax.random.key(0), particles, scores, method.init_aux(particles))
+    # the structure of the method's info, without computing a direction
+    info = jax.eval_shape(
+        lambda: method.direction(jax.random.key(0), particles, scores, method.init_aux(particles))[2]
+    )
     bad_rows = ~jnp.all(jnp.isfinite(scores), axis=1)
     if logd is not None:
         bad_rows = bad_rows | ~jnp.isfinite(logd)
-    return k, jax.tree_util.tree_map(lambda a: jnp.full_like(a, jnp.nan), info), bad_rows
+    return k, jax.tree_util.tree_map(lambda a: jnp.full(a.shape, jnp.nan, a.dtype), info), bad_rows
 
 
 def run(

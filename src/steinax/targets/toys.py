@@ -23,6 +23,11 @@ from steinax.targets.base import AbstractTarget
 __all__ = ["Gaussian", "GaussianMixture", "gmm_1d", "gmm_2d", "star", "DoubleBanana", "Sine"]
 
 
+def _check_variant(variant: str) -> None:
+    if variant not in ("paper", "code"):
+        raise ValueError(f"`variant` must be 'paper' or 'code'; received {variant!r}")
+
+
 class _ToyTarget(AbstractTarget):
     """A target with an analytic log-density; scores by ``jax.grad``."""
 
@@ -157,8 +162,7 @@ def star(n_components: int = 5, skewness: float = 100.0, radius: float = 1.5, va
       ``Sigma_1 = diag(1, 1/100)``: components elongated along the radius,
       the star of the paper's figures (which swap the plot axes).
     """
-    if variant not in ("paper", "code"):
-        raise ValueError(f"`variant` must be 'paper' or 'code'; received {variant!r}")
+    _check_variant(variant)
     dt = jnp.result_type(float)
     mu = jnp.array([0.0, radius] if variant == "paper" else [radius, 0.0], dt)
     sig = jnp.diag(jnp.array([1.0, 1.0 / skewness], dt))
@@ -205,13 +209,12 @@ class DoubleBanana(_ToyTarget):
 
     a: float = eqx.field(static=True)
     eps: float = eqx.field(static=True)
-    y: float = eqx.field(static=True, default=math.log(30.0))
-    sigma1: float = eqx.field(static=True, default=1.0)
-    sigma2: float = eqx.field(static=True, default=0.09)
+    y: float = eqx.field(static=True)
+    sigma1: float = eqx.field(static=True)
+    sigma2: float = eqx.field(static=True)
 
     def __init__(self, variant: str = "paper"):
-        if variant not in ("paper", "code"):
-            raise ValueError(f"`variant` must be 'paper' or 'code'; received {variant!r}")
+        _check_variant(variant)
         self.a, self.eps = (1.0, 0.0) if variant == "paper" else (0.0, 1e-10)
         self.y, self.sigma1, self.sigma2 = math.log(30.0), 1.0, 0.09
 
@@ -252,8 +255,7 @@ class Sine(_ToyTarget):
     sigma2: float = eqx.field(static=True)
 
     def __init__(self, variant: str = "paper"):
-        if variant not in ("paper", "code"):
-            raise ValueError(f"`variant` must be 'paper' or 'code'; received {variant!r}")
+        _check_variant(variant)
         self.power = 2 if variant == "paper" else 4
         self.alpha, self.sigma1, self.sigma2 = 1.0, 0.003, 1.0
 
