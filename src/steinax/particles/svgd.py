@@ -31,26 +31,34 @@ from steinax.kernels.base import RBF, AbstractKernel
 from steinax.kernels.pairwise import map_row_blocks, squared_distances
 from steinax.particles.base import AbstractParticleMethod
 
-__all__ = ["svgd_direction", "SVGD", "svgd"]
+__all__ = ["svgd_direction", "stein_direction_rows", "SVGD", "svgd"]
+
+
+def stein_direction_rows(kmat, rmat, x_rows, particles, scores, col_scale=1.0, ratio=None):
+    """``n * phi(x_i)`` for the rows ``x_rows`` from kernel matrices (the formula of the module docstring).
+
+    ``kmat[i, j] = k(x_j, x_i)`` and ``rmat[i, j] = kappa'_ij`` (times any per-kernel
+    factor) give ``n phi = K S + col_scale * (R X - (R 1) x)``. With ``ratio``
+    (``R = ratio * K``, as for the RBF kernel) the two products fuse into
+    ``K (S + ratio col_scale X) - ratio col_scale (K 1) x``. Used by every
+    SVGD-type direction (SVGD, MK-SVGD, CC-SVGD).
+    """
+    centre = jnp.mean(particles, axis=0, keepdims=True)  # the repulsion is translation invariant
+    xc, xr = particles - centre, x_rows - centre
+    if ratio is not None:
+        c = ratio * col_scale
+        return kmat @ (scores + c * xc) - c * jnp.sum(kmat, axis=1, keepdims=True) * xr
+    return kmat @ scores + col_scale * (rmat @ xc - jnp.sum(rmat, axis=1, keepdims=True) * xr)
 
 
 def _direction_rows(x_rows, particles, scores, kernel, sqdist_rows=None):
-    """``n * phi(x_i)`` for the rows ``x_rows`` (the formula of the module docstring)."""
-    s = kernel.scaled_sqdist(x_rows, particles, sqdist_rows)
-    kap, d1, _ = kernel.profile(s)
+    """``n * phi(x_i)`` for one scalar kernel."""
+    kap, d1, _ = kernel.profile(kernel.scaled_sqdist(x_rows, particles, sqdist_rows))
     h = kernel.scale
     two_over_h = 2.0 if h is None else 2.0 / h
     if jnp.ndim(two_over_h) == 1:
         two_over_h = two_over_h[None, :]
-    centre = jnp.mean(particles, axis=0, keepdims=True)  # the repulsion is translation invariant
-    xc, xr = particles - centre, x_rows - centre
-    r = kernel.derivative_ratio
-    if r is not None:
-        # kappa' = r kappa (RBF: r = -1): one product K (S + r (2/h) X) instead of two
-        c = r * two_over_h
-        return kap @ (scores + c * xc) - c * jnp.sum(kap, axis=1, keepdims=True) * xr
-    repulsion = two_over_h * (d1 @ xc - jnp.sum(d1, axis=1, keepdims=True) * xr)
-    return kap @ scores + repulsion
+    return stein_direction_rows(kap, d1, x_rows, particles, scores, two_over_h, kernel.derivative_ratio)
 
 
 def _svgd(particles, scores, kernel, block_size):

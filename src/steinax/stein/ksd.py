@@ -10,6 +10,7 @@ negative). Take ``jnp.sqrt`` of the V-statistic for the unsquared discrepancy.
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -17,9 +18,69 @@ from steinax._validation import check_particles, check_scores
 from steinax.kernels.base import AbstractKernel
 from steinax.kernels.pairwise import fold_row_blocks, squared_distances
 
-__all__ = ["stein_kernel_matrix", "ksd", "ESTIMATORS"]
+__all__ = ["SteinTerms", "stein_terms", "stein_kernel_from_terms", "stein_kernel_matrix", "ksd", "ESTIMATORS"]
 
 ESTIMATORS = ("u", "v")
+
+
+class SteinTerms(eqx.Module):
+    """Kernel-independent pieces of the Langevin Stein kernel on a block of pairs.
+
+    For points ``x_i``, ``y_j`` with scores ``s``, and a scale ``h``:
+    ``sqdist = sum_d (x_d - y_d)^2 / h_d``, ``gram = s(x_i)^T s(y_j)``,
+    ``cross = ((x_i - y_j)/h)^T (s(y_j) - s(x_i))``,
+    ``sq_over_h2 = sum_d (x_d - y_d)^2 / h_d^2`` and ``inv_h_sum = sum_d 1/h_d``.
+    Computed once (with ``h = 1``), they serve every kernel with a scalar scale
+    through :meth:`rescale`: MKSD and MK-SVGD share them across kernels.
+    """
+
+    sqdist: jax.Array
+    gram: jax.Array
+    cross: jax.Array
+    sq_over_h2: jax.Array
+    inv_h_sum: jax.Array
+
+    def rescale(self, h) -> "SteinTerms":
+        """Terms for a scalar scale ``h`` from terms computed with ``h = 1``."""
+        if h is None:
+            return self
+        return SteinTerms(self.sqdist / h, self.gram, self.cross / h, self.sq_over_h2 / (h * h), self.inv_h_sum / h)
+
+
+def stein_terms(x, score_x, y, score_y, scale=None, sqdist=None) -> SteinTerms:
+    """Build :class:`SteinTerms` with matrix products (no ``n x m x d`` tensor).
+
+    ``sqdist`` are optional unscaled squared distances of ``x`` and ``y``.
+    """
+    d = x.shape[1]
+    if scale is None or jnp.ndim(scale) == 0:
+        h = jnp.ones((), x.dtype) if scale is None else scale
+        d2 = squared_distances(x, y) if sqdist is None else sqdist
+        inv_row = 1.0 / h
+        sq, sq2, inv_sum = d2 / h, d2 / (h * h), d / h
+    else:
+        inv_row = (1.0 / scale)[None, :]
+        sq, sq2, inv_sum = squared_distances(x, y, scale), squared_distances(x, y, scale * scale), jnp.sum(1.0 / scale)
+    # (x_i - y_j)^T ((s(y_j) - s(x_i)) / h) is translation invariant in x: centre first
+    centre = jnp.mean(y, axis=0, keepdims=True)
+    xc, yc = x - centre, y - centre
+    sx_h, sy_h = score_x * inv_row, score_y * inv_row
+    cross = (
+        xc @ sy_h.T
+        - jnp.sum(xc * sx_h, axis=1)[:, None]
+        - jnp.sum(yc * sy_h, axis=1)[None, :]
+        + sx_h @ yc.T
+    )
+    return SteinTerms(sq, score_x @ score_y.T, cross, sq2, jnp.asarray(inv_sum, x.dtype))
+
+
+def stein_kernel_from_terms(kernel: AbstractKernel, terms: SteinTerms) -> jax.Array:
+    """The Langevin Stein kernel (MK-SVGD paper, eq. 14) from its terms; see :func:`stein_kernel_matrix`.
+
+    ``u = kappa s_x^T s_y + 2 kappa' ((x - y)/h)^T (s_y - s_x) - 2 kappa' sum_d 1/h_d - 4 kappa'' sum_d (x_d - y_d)^2/h_d^2``.
+    """
+    kap, d1, d2 = kernel.profile(terms.sqdist)
+    return terms.gram * kap + 2.0 * d1 * terms.cross - 2.0 * d1 * terms.inv_h_sum - 4.0 * d2 * terms.sq_over_h2
 
 
 def stein_kernel_matrix(
@@ -42,8 +103,10 @@ def stein_kernel_matrix(
 
     with ``s = nabla log p``. For the kernels of :mod:`steinax.kernels`
     (``k = kappa(s_xy)``, ``s_xy = sum_d (x_d - y_d)^2 / h_d``) the middle two
-    terms are ``2 kappa' ((x - y)/h)^T (s(y) - s(x))``, evaluated with matrix
-    products; no ``n x m x d`` tensor is formed.
+    terms are ``2 kappa' ((x - y)/h)^T (s(y) - s(x))`` and the trace is
+    ``-2 kappa' sum_d 1/h_d - 4 kappa'' sum_d (x_d - y_d)^2 / h_d^2``
+    (:mod:`steinax.kernels.base`); all are evaluated with matrix products
+    (:func:`stein_terms`), no ``n x m x d`` tensor is formed.
 
     Args:
         x, score_x: ``[n, d]`` points and their scores.
@@ -51,29 +114,7 @@ def stein_kernel_matrix(
         kernel: a resolved kernel (see :meth:`AbstractKernel.resolve`).
         sqdist: optional unscaled ``[n, m]`` squared distances of ``x`` and ``y``.
     """
-    h = kernel.scale
-    inv_h = jnp.ones((), x.dtype) if h is None else 1.0 / h
-    inv_h_row = inv_h[None, :] if inv_h.ndim == 1 else inv_h
-    s = kernel.scaled_sqdist(x, y, sqdist)
-    kap, d1, d2 = kernel.profile(s)
-    # (x_i - y_j)^T ((s(y_j) - s(x_i)) / h), translation invariant: centre first
-    centre = jnp.mean(y, axis=0, keepdims=True)
-    xc, yc = x - centre, y - centre
-    sx_h, sy_h = score_x * inv_h_row, score_y * inv_h_row
-    cross = (
-        xc @ sy_h.T
-        - jnp.sum(xc * sx_h, axis=1)[:, None]
-        - jnp.sum(yc * sy_h, axis=1)[None, :]
-        + sx_h @ yc.T
-    )
-    if h is None or jnp.ndim(h) == 0:
-        t = s * inv_h  # sum_d (x_d - y_d)^2 / h^2
-        trace_const = x.shape[1] * inv_h
-    else:
-        t = squared_distances(x, y, h * h)
-        trace_const = jnp.sum(inv_h)
-    trace = -2.0 * d1 * trace_const - 4.0 * d2 * t
-    return (score_x @ score_y.T) * kap + 2.0 * d1 * cross + trace
+    return stein_kernel_from_terms(kernel, stein_terms(x, score_x, y, score_y, kernel.scale, sqdist))
 
 
 def _stein_kernel_diagonal(x, scores, kernel):
