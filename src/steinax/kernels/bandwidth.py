@@ -256,10 +256,9 @@ def _median_pairwise_1d(col: jax.Array) -> jax.Array:
 
     upper = kth(count // 2)
     if count % 2 == 1:
-        med = upper
-    else:
-        med = 0.5 * (kth(count // 2 - 1) + upper)
-    return med * med
+        return upper * upper
+    lower = kth(count // 2 - 1)
+    return 0.5 * (lower * lower + upper * upper)  # median of the squared differences
 
 
 def median_bandwidth(

@@ -1,5 +1,7 @@
 """Particle methods (update directions as pure functions), the run loop and optax glue."""
 
+from steinax.particles.cc_svgd import CCSVGD, cc_svgd, cc_svgd_direction
+from steinax.particles.mk_svgd import MKSVGD, MKState, mk_svgd, rbf_bandwidth_grid
 from steinax.particles.base import AbstractParticleMethod, ParticleState, StepInfo
 from steinax.particles.optim import ScaleByAdagradMomentumState, adagrad_momentum, scale_by_adagrad_momentum
 from steinax.particles.run import NonFiniteError, RunResult, Trace, run
@@ -10,6 +12,13 @@ __all__ = [
     "ParticleState",
     "StepInfo",
     "SVGD",
+    "MKSVGD",
+    "MKState",
+    "mk_svgd",
+    "rbf_bandwidth_grid",
+    "CCSVGD",
+    "cc_svgd",
+    "cc_svgd_direction",
     "svgd",
     "svgd_direction",
     "run",

@@ -1,0 +1,178 @@
+"""Multiple-kernel SVGD (MK-SVGD; Ai et al., arXiv 2107.09338, Algorithm 1).
+
+With base kernels ``k_1..k_m`` and weights ``w`` the direction is eq. 19,
+
+.. math::
+
+    \\phi_w(x) = \\sum_i \\frac{w_i}{n} \\sum_j \\left[ k_i(x_j, x) \\nabla\\log p(x_j)
+                 + \\nabla_{x_j} k_i(x_j, x) \\right],
+
+i.e. SVGD with the kernel ``k_w = sum_i w_i k_i``: one product with
+``K_w = sum_i w_i kappa_i`` and one with ``R_w = sum_i w_i (2/h_i) kappa_i'``,
+whatever ``m`` (:func:`steinax.particles.svgd.stein_direction_rows`).
+
+After each move the weights are recomputed from the per-kernel squared KSDs
+``S_i = ||phi_i||^2_H`` of the particles the direction was computed at
+(V-statistics, so the square root of eq. 21 is defined; ALGORITHMS.md
+section A). ``S_i`` come from the same squared distances and score products as
+the direction (:func:`steinax.stein.kernel_ksds`): one distance computation
+and one score evaluation per step.
+
+Weight rules (``weights=``):
+
+* ``"eq21"`` (default): ``w_i = sqrt(S_i / sum_j S_j)`` as printed;
+* ``"normalized"``: ``S / ||S||_2``, the exact maximiser of eq. 20;
+* ``"fixed"``: the initial weights are kept (MK-SVGD with a fixed mixture kernel);
+* ``"gradient"``: gradient ascent on ``sum_i w_i S_i`` (``dMKSD/dw_i = S_i``)
+  with ``weight_optimizer`` (default ``optax.adagrad(0.05)``, the paper's
+  "AdaGrad for w"), then projected onto ``w >= 0``, ``||w||_2 = 1``.
+
+Weights start at ``1/m`` (Algorithm 1) unless ``initial_weights`` is given.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from steinax._validation import is_concrete
+from steinax.kernels.bandwidth import median_bandwidth
+from steinax.kernels.base import RBF, AbstractKernel
+from steinax.kernels.pairwise import squared_distances
+from steinax.particles.base import AbstractParticleMethod
+from steinax.particles.svgd import stein_direction_rows
+from steinax.stein.mksd import check_kernels, kernel_ksds, mk_weights
+
+__all__ = ["MKSVGD", "MKState", "mk_svgd", "rbf_bandwidth_grid", "MK_WEIGHT_RULES"]
+
+MK_WEIGHT_RULES = ("eq21", "normalized", "fixed", "gradient")
+
+
+def rbf_bandwidth_grid(low: int = -4, high: int = 5, base: float = 2.0) -> list[RBF]:
+    """RBF kernels with bandwidths ``base**low, ..., base**high`` (default the paper's 2^-4 ... 2^5)."""
+    return [RBF(float(base) ** e) for e in range(low, high + 1)]
+
+
+class MKState(eqx.Module):
+    """MK-SVGD's method state: the current kernel weights and the weight optimizer's state."""
+
+    weights: jax.Array
+    opt_state: optax.OptState
+
+
+class MKSVGD(AbstractParticleMethod):
+    """MK-SVGD as a particle method (see :func:`mk_svgd`)."""
+
+    kernels: tuple
+    weight_rule: str = eqx.field(static=True)
+    initial_weights: jax.Array | None
+    weight_optimizer: optax.GradientTransformation | None = eqx.field(static=True)
+    median_scaled: bool = eqx.field(static=True)
+    ksd_estimator: str = eqx.field(static=True, default="v")
+
+    def _weights0(self, dtype):
+        m = len(self.kernels)
+        if self.initial_weights is None:
+            return jnp.full((m,), 1.0 / m, dtype)
+        return jnp.asarray(self.initial_weights, dtype)
+
+    def init_aux(self, particles):
+        w = self._weights0(particles.dtype)
+        opt_state = self.weight_optimizer.init(w) if self.weight_rule == "gradient" else None
+        return MKState(weights=w, opt_state=opt_state)
+
+    def resolved_kernels(self, particles, sqdist):
+        """The base kernels for this step; a median-scaled grid multiplies each scale by the median bandwidth."""
+        if not self.median_scaled:
+            return [k.resolve(particles, sqdist) for k in self.kernels]
+        h_med = median_bandwidth(particles, "liu", sqdist=sqdist)
+        return [RBF(k.resolve(particles).bandwidth * h_med) for k in self.kernels]
+
+    def direction(self, rng_key, particles, scores, aux):
+        del rng_key
+        n = particles.shape[0]
+        sqdist = squared_distances(particles, particles)
+        kernels = self.resolved_kernels(particles, sqdist)
+        w = aux.weights
+        kmat = jnp.zeros_like(sqdist)
+        rmat = jnp.zeros_like(sqdist)
+        for wi, k in zip(w, kernels):
+            kap, d1, _ = k.profile(k.scaled_sqdist(particles, particles, sqdist))
+            h = 1.0 if k.scale is None else k.scale
+            kmat = kmat + wi * kap
+            rmat = rmat + wi * (2.0 / h) * d1
+        phi = stein_direction_rows(kmat, rmat, particles, particles, scores) / n
+        ksds = kernel_ksds(particles, scores, kernels, self.ksd_estimator, sqdist=sqdist)
+        opt_state = aux.opt_state
+        if self.weight_rule in ("eq21", "normalized"):
+            new_w = mk_weights(ksds, self.weight_rule)
+        elif self.weight_rule == "fixed":
+            new_w = w
+        else:  # gradient ascent on sum_i w_i S_i, projected onto the non-negative unit sphere
+            upd, opt_state = self.weight_optimizer.update(-ksds, opt_state, w)
+            new_w = jnp.maximum(optax.apply_updates(w, upd), 0.0)
+            norm = jnp.sqrt(jnp.sum(new_w * new_w))
+            new_w = jnp.where(norm > 0, new_w / jnp.where(norm > 0, norm, 1.0), mk_weights(ksds, "normalized"))
+        info = {"weights": w, "kernel_ksd": ksds}
+        return phi, MKState(weights=new_w, opt_state=opt_state), info
+
+
+def mk_svgd(
+    kernels: list[AbstractKernel] | None = None,
+    *,
+    weights: str = "eq21",
+    initial_weights=None,
+    weight_optimizer: optax.GradientTransformation | None = None,
+    median_scaled: bool = False,
+    ksd_estimator: str = "v",
+) -> MKSVGD:
+    """Multiple-kernel SVGD with kernel weights learned every step (Algorithm 1 of Ai et al.).
+
+    Args:
+        kernels: base kernels of one kind with fixed (or rule-based) scales;
+            default :func:`rbf_bandwidth_grid` (RBF, ``h = 2^-4 ... 2^5``).
+        weights: ``"eq21"`` (default), ``"normalized"``, ``"fixed"`` or ``"gradient"``
+            (see the module docstring).
+        initial_weights: ``[m]`` positive finite weights (default ``1/m`` each).
+        weight_optimizer: optax optimizer for ``weights="gradient"`` (default ``optax.adagrad(0.05)``).
+        median_scaled: treat the RBF bandwidths as multiples of Liu's median
+            bandwidth, recomputed every step (a median-scaled grid).
+        ksd_estimator: ``"v"`` (default; ``S_i = ||phi_i||^2`` exactly, so eq. 21's
+            square root is defined) or ``"u"`` (unbiased, clipped at 0). The
+            V-statistic's diagonal grows like ``2d / (n h)`` for small ``h``, so on
+            wide grids it favours the smallest bandwidths; the U-statistic does not.
+
+    Example:
+        >>> import steinax
+        >>> method = steinax.mk_svgd()          # 10 RBF kernels, eq. 21 weights
+        >>> len(method.kernels)
+        10
+    """
+    kernels = check_kernels(rbf_bandwidth_grid() if kernels is None else kernels)
+    if weights not in MK_WEIGHT_RULES:
+        raise ValueError(f"`weights` must be one of {MK_WEIGHT_RULES}; received {weights!r}")
+    if median_scaled and not all(isinstance(k, RBF) and k.rule is None for k in kernels):
+        raise ValueError("`median_scaled=True` needs RBF kernels with fixed bandwidths (the multiples of the median)")
+    if initial_weights is not None:
+        arr = np.asarray(initial_weights, dtype=float) if is_concrete(initial_weights) else None
+        if arr is not None and (arr.shape != (len(kernels),) or not np.all(np.isfinite(arr)) or np.any(arr <= 0)):
+            raise ValueError(
+                f"`initial_weights` must be {len(kernels)} finite positive numbers (one per kernel); "
+                f"received {arr.tolist() if arr.ndim else arr!r}"
+            )
+        initial_weights = jnp.asarray(initial_weights)
+    if ksd_estimator not in ("u", "v"):
+        raise ValueError(f"`ksd_estimator` must be 'u' or 'v'; received {ksd_estimator!r}")
+    if weights == "gradient" and weight_optimizer is None:
+        weight_optimizer = optax.adagrad(0.05)
+    return MKSVGD(
+        kernels=kernels,
+        weight_rule=weights,
+        initial_weights=initial_weights,
+        weight_optimizer=weight_optimizer if weights == "gradient" else None,
+        median_scaled=median_scaled,
+        ksd_estimator=ksd_estimator,
+    )
