@@ -7,6 +7,7 @@ Target N(0, I_d), plain SGD, each library's default median bandwidth
     python benchmarks/bench_svgd_step.py                  # n in {100, 1000, 5000}, d in {2, 100}
     python benchmarks/bench_svgd_step.py --n 1000 --d 100 --repeats 5
 
+Also times steinax's MK-SVGD (10 kernels) and CC-SVGD steps, as multiples of a steinax SVGD step.
 Peers that fail (e.g. out of memory at n = 5000) are reported as such.
 Needs the ``bench`` extra (blackjax, numpyro).
 """
@@ -43,14 +44,27 @@ def logdensity(x):
     return -0.5 * jnp.sum(x * x)
 
 
-def steinax_step(n, d, lr):
-    method = steinax.svgd()
+def _steinax_method_step(method, n, d, lr):
     opt = optax.sgd(lr)
     target = steinax.targets.LogDensityTarget(logdensity)
     x0 = jax.random.normal(jax.random.key(0), (n, d))
     state = method.init(x0, opt)
     step = jax.jit(lambda s: method.step(jax.random.key(0), s, target, opt)[0])
     return step, state
+
+
+def steinax_step(n, d, lr):
+    return _steinax_method_step(steinax.svgd(), n, d, lr)
+
+
+def mk_svgd_step(n, d, lr):
+    """MK-SVGD with the paper's 10 RBF kernels (2^-4 ... 2^5), eq. 21 weights."""
+    return _steinax_method_step(steinax.mk_svgd(), n, d, lr)
+
+
+def cc_svgd_step(n, d, lr):
+    """CC-SVGD with the per-coordinate median bandwidth."""
+    return _steinax_method_step(steinax.cc_svgd(), n, d, lr)
 
 
 def blackjax_step(n, d, lr):
@@ -76,7 +90,13 @@ def numpyro_step(n, d, lr):
     return jax.jit(lambda s: svgd.update(s)[0]), state
 
 
-PEERS = {"steinax": steinax_step, "blackjax": blackjax_step, "numpyro": numpyro_step}
+PEERS = {
+    "steinax": steinax_step,
+    "blackjax": blackjax_step,
+    "numpyro": numpyro_step,
+    "mk_svgd": mk_svgd_step,
+    "cc_svgd": cc_svgd_step,
+}
 
 
 def main(argv=None):
@@ -85,7 +105,7 @@ def main(argv=None):
     p.add_argument("--d", type=int, nargs="+", default=[2, 100])
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--budget", type=float, default=20.0, help="seconds of timing per library and size")
-    p.add_argument("--peers", nargs="+", default=list(PEERS))
+    p.add_argument("--peers", nargs="+", default=list(PEERS), help="columns: steinax (SVGD), blackjax, numpyro, mk_svgd, cc_svgd")
     args = p.parse_args(argv)
     print(f"jax {jax.__version__} on {jax.default_backend()} ({jax.device_count()} device(s)); float32; SGD lr 1e-2")
     print(f"{'n':>6} {'d':>4} " + " ".join(f"{name + ' ms':>14}" for name in args.peers) + "   ratios to steinax")

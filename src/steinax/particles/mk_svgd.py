@@ -41,10 +41,11 @@ import optax
 from steinax._validation import is_concrete
 from steinax.kernels.bandwidth import median_bandwidth
 from steinax.kernels.base import RBF, AbstractKernel
-from steinax.kernels.pairwise import squared_distances
+from steinax.kernels.pairwise import map_row_blocks, squared_distances
 from steinax.particles.base import AbstractParticleMethod
 from steinax.particles.svgd import stein_direction_rows
-from steinax.stein.mksd import check_kernels, kernel_ksds, mk_weights
+from steinax.stein.ksd import stein_kernel_from_terms, stein_terms
+from steinax.stein.mksd import _check_scalar_scales, check_kernels, kernel_ksds, mk_weights
 
 __all__ = ["MKSVGD", "MKState", "mk_svgd", "rbf_bandwidth_grid", "MK_WEIGHT_RULES"]
 
@@ -72,6 +73,7 @@ class MKSVGD(AbstractParticleMethod):
     weight_optimizer: optax.GradientTransformation | None = eqx.field(static=True)
     median_scaled: bool = eqx.field(static=True)
     ksd_estimator: str = eqx.field(static=True, default="v")
+    block_size: int | None = eqx.field(static=True, default=256)
 
     def _weights0(self, dtype):
         m = len(self.kernels)
@@ -84,28 +86,41 @@ class MKSVGD(AbstractParticleMethod):
         opt_state = self.weight_optimizer.init(w) if self.weight_rule == "gradient" else None
         return MKState(weights=w, opt_state=opt_state)
 
-    def resolved_kernels(self, particles, sqdist):
+    def resolved_kernels(self, particles):
         """The base kernels for this step; a median-scaled grid multiplies each scale by the median bandwidth."""
         if not self.median_scaled:
-            return [k.resolve(particles, sqdist) for k in self.kernels]
-        h_med = median_bandwidth(particles, "liu", sqdist=sqdist)
+            return [k.resolve(particles, None, self.block_size) for k in self.kernels]
+        h_med = median_bandwidth(particles, "liu", block_size=self.block_size)
         return [RBF(k.resolve(particles).bandwidth * h_med) for k in self.kernels]
 
     def direction(self, rng_key, particles, scores, aux):
         del rng_key
         n = particles.shape[0]
-        sqdist = squared_distances(particles, particles)
-        kernels = self.resolved_kernels(particles, sqdist)
+        kernels = self.resolved_kernels(particles)
+        _check_scalar_scales(kernels)
         w = aux.weights
-        kmat = jnp.zeros_like(sqdist)
-        rmat = jnp.zeros_like(sqdist)
-        for wi, k in zip(w, kernels):
-            kap, d1, _ = k.profile(k.scaled_sqdist(particles, particles, sqdist))
-            h = 1.0 if k.scale is None else k.scale
-            kmat = kmat + wi * kap
-            rmat = rmat + wi * (2.0 / h) * d1
-        phi = stein_direction_rows(kmat, rmat, particles, particles, scores) / n
-        ksds = kernel_ksds(particles, scores, kernels, self.ksd_estimator, sqdist=sqdist)
+
+        def rows(x_rows, s_rows):
+            # the kernel-independent terms of this row block, then every kernel on them while
+            # they are in cache: kappa_i, (2/h_i) kappa_i' and the V-statistic row sums of u_i
+            sqdist = squared_distances(x_rows, particles)
+            terms = stein_terms(x_rows, s_rows, particles, scores, None, sqdist)
+            kmat = jnp.zeros_like(sqdist)
+            rmat = jnp.zeros_like(sqdist)
+            ksd_rows = []
+            for wi, k in zip(w, kernels):
+                h = 1.0 if k.scale is None else k.scale
+                kap, d1, _ = k.profile(sqdist / h)
+                kmat = kmat + wi * kap
+                rmat = rmat + (wi * 2.0 / h) * d1
+                ksd_rows.append(jnp.sum(stein_kernel_from_terms(k, terms.rescale(k.scale)), axis=1))
+            phi_rows = stein_direction_rows(kmat, rmat, x_rows, particles, scores)
+            return phi_rows, jnp.stack(ksd_rows, axis=1)
+
+        phi, ksd_rows = map_row_blocks(rows, n, self.block_size, particles, scores)
+        phi = phi / n
+        ksd_v = jnp.sum(ksd_rows, axis=0) / (n * n)  # S_i = ||phi_i||^2, the V-statistic
+        ksds = ksd_v if self.ksd_estimator == "v" else kernel_ksds(particles, scores, kernels, "u")
         opt_state = aux.opt_state
         if self.weight_rule in ("eq21", "normalized"):
             new_w = mk_weights(ksds, self.weight_rule)
@@ -128,6 +143,7 @@ def mk_svgd(
     weight_optimizer: optax.GradientTransformation | None = None,
     median_scaled: bool = False,
     ksd_estimator: str = "v",
+    block_size: int | None = 256,
 ) -> MKSVGD:
     """Multiple-kernel SVGD with kernel weights learned every step (Algorithm 1 of Ai et al.).
 
@@ -144,6 +160,9 @@ def mk_svgd(
             square root is defined) or ``"u"`` (unbiased, clipped at 0). The
             V-statistic's diagonal grows like ``2d / (n h)`` for small ``h``, so on
             wide grids it favours the smallest bandwidths; the U-statistic does not.
+        block_size: rows processed together (default 256): all ``m`` kernels are
+            evaluated on a row block while it is in cache, and memory stays
+            O(block_size * n). ``None`` processes all rows at once.
 
     Example:
         >>> import steinax
@@ -175,4 +194,5 @@ def mk_svgd(
         weight_optimizer=weight_optimizer if weights == "gradient" else None,
         median_scaled=median_scaled,
         ksd_estimator=ksd_estimator,
+        block_size=block_size,
     )

@@ -65,12 +65,10 @@ def stein_terms(x, score_x, y, score_y, scale=None, sqdist=None) -> SteinTerms:
     centre = jnp.mean(y, axis=0, keepdims=True)
     xc, yc = x - centre, y - centre
     sx_h, sy_h = score_x * inv_row, score_y * inv_row
-    cross = (
-        xc @ sy_h.T
-        - jnp.sum(xc * sx_h, axis=1)[:, None]
-        - jnp.sum(yc * sy_h, axis=1)[None, :]
-        + sx_h @ yc.T
-    )
+    xs = xc @ sy_h.T
+    # when x and y are the same set, sx_h @ yc^T is the transpose of xc @ sy_h^T: one product
+    sx = xs.T if (x is y and score_x is score_y) else sx_h @ yc.T
+    cross = xs - jnp.sum(xc * sx_h, axis=1)[:, None] - jnp.sum(yc * sy_h, axis=1)[None, :] + sx
     return SteinTerms(sq, score_x @ score_y.T, cross, sq2, jnp.asarray(inv_sum, x.dtype))
 
 

@@ -15,7 +15,7 @@ from steinax.kernels.base import AbstractKernel
 from steinax.kernels.pairwise import squared_distances
 from steinax.stein.ksd import ESTIMATORS, _stein_kernel_diagonal, stein_kernel_from_terms, stein_terms
 
-__all__ = ["WEIGHT_RULES", "check_kernels", "kernel_ksds", "mk_weights", "mksd"]
+__all__ = ["WEIGHT_RULES", "check_kernels", "stack_kernels", "kernel_ksds", "mk_weights", "mksd"]
 
 WEIGHT_RULES = ("eq21", "normalized")
 
@@ -36,33 +36,45 @@ def check_kernels(kernels) -> tuple:
     return kernels
 
 
+def stack_kernels(kernels):
+    """Stack resolved kernels of one kind into one pytree with a leading kernel axis (for ``jax.vmap``)."""
+    dtypes = {leaf.dtype for k in kernels for leaf in jax.tree_util.tree_leaves(k)}
+    dtype = jnp.result_type(*dtypes) if dtypes else None
+    return jax.tree_util.tree_map(lambda *leaves: jnp.stack([jnp.asarray(l, dtype) for l in leaves]), *kernels)
+
+
+def _check_scalar_scales(kernels):
+    for k in kernels:
+        if k.scale is not None and jnp.ndim(k.scale) != 0:
+            raise ValueError(
+                "multiple-kernel quantities need kernels with scalar scales; received a kernel with a "
+                f"per-dimension bandwidth of shape {jnp.shape(k.scale)}"
+            )
+
+
 def kernel_ksds(particles, scores, kernels, estimator: str = "v", *, sqdist=None) -> jax.Array:
     """Squared KSD ``S_i`` of every kernel in ``kernels``, sharing one distance and score computation.
 
     The kernel-independent terms (squared distances, ``s s^T``, the cross term)
-    are computed once (:class:`~steinax.stein.ksd.SteinTerms`); each further
-    kernel costs only elementwise work on ``[n, n]`` matrices. Kernels must be
-    resolved, with scalar scales (vector scales fall back to one computation each).
+    are computed once (:class:`~steinax.stein.ksd.SteinTerms`) and the kernels
+    are evaluated together under ``jax.vmap``: each further kernel costs only
+    elementwise work on ``[n, n]`` matrices. Kernels must be resolved, of one
+    kind, with scalar scales.
 
     Returns:
         ``[m]`` array of squared discrepancies (V- or U-statistics).
     """
+    _check_scalar_scales(kernels)
     n = particles.shape[0]
     terms = stein_terms(particles, scores, particles, scores, None, sqdist)
-    out = []
-    for k in kernels:
-        h = k.scale
-        if h is not None and jnp.ndim(h) == 1:
-            u = stein_kernel_from_terms(k, stein_terms(particles, scores, particles, scores, h))
-        else:
-            u = stein_kernel_from_terms(k, terms.rescale(h))
-        total = jnp.sum(u)
+
+    def one(k):
+        total = jnp.sum(stein_kernel_from_terms(k, terms.rescale(k.scale)))
         if estimator == "u":
-            total = (total - jnp.sum(_stein_kernel_diagonal(particles, scores, k))) / (n * (n - 1))
-        else:
-            total = total / (n * n)
-        out.append(total)
-    return jnp.stack(out)
+            return (total - jnp.sum(_stein_kernel_diagonal(particles, scores, k))) / (n * (n - 1))
+        return total / (n * n)
+
+    return jax.vmap(one)(stack_kernels(kernels))
 
 
 def mk_weights(ksds: jax.Array, rule: str = "eq21") -> jax.Array:
