@@ -223,6 +223,21 @@ def _sqdist_source(particles, block_size, pairs_only: bool):
     return fold
 
 
+_SMALL_PAIRS = 2**17  # up to n of about 512
+_HOST_PAIRS = 2**22  # per-coordinate introselect on the host up to n of about 2900 (CPU backend)
+
+
+def _host_per_dimension_median(particles):
+    """Per-coordinate median of ``(x_id - x_jd)^2`` over ``i < j``, by introselect on the host."""
+    x = np.asarray(particles)
+    n = x.shape[0]
+    iu, ju = np.triu_indices(n, k=1)
+    out = np.empty(x.shape[1], x.dtype)
+    for d in range(x.shape[1]):
+        out[d] = _host_median((x[iu, d] - x[ju, d]) ** 2, None)
+    return out
+
+
 def _median_pairwise_1d(col: jax.Array) -> jax.Array:
     """Median of ``(x_i - x_j)^2`` over ``i < j`` for one coordinate, in O(n log n) memory O(n).
 
@@ -231,6 +246,11 @@ def _median_pairwise_1d(col: jax.Array) -> jax.Array:
     """
     n = col.shape[0]
     count = n * (n - 1) // 2
+    if count <= _SMALL_PAIRS:
+        # few pairs: sorting them is cheaper than a bisection loop (numpy median convention)
+        i, j = jnp.triu_indices(n, k=1)
+        sq = jnp.sort((col[i] - col[j]) ** 2)
+        return sq[count // 2] if count % 2 == 1 else 0.5 * (sq[count // 2 - 1] + sq[count // 2])
     xs = jnp.sort(col)
     idx = jnp.arange(n)
     dtype = col.dtype
@@ -307,6 +327,10 @@ def median_bandwidth(
     if rule == "per_dimension":
         if n < 2:
             return _finalise(jnp.zeros((particles.shape[1],), dtype), n)
+        if jax.default_backend() == "cpu" and n * (n - 1) // 2 <= _HOST_PAIRS:
+            shape = jax.ShapeDtypeStruct((particles.shape[1],), dtype)
+            med = jax.pure_callback(_host_per_dimension_median, shape, particles, vmap_method="sequential")
+            return _finalise(med, n)
         return _finalise(jax.lax.map(_median_pairwise_1d, particles.T), n)
     if rule == "liu_subsampled":
         if rng_key is None:
