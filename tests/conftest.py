@@ -6,8 +6,13 @@ vs loops), so we allow rtol 1e-4 / atol 1e-5 in float32 and 1e-10 / 1e-12 in
 float64 (unit roundoff 1.1e-16, same reasoning).
 """
 
+import os
+import sys
+
 import jax
 import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))  # tests/reference.py: naive reference implementations
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
