@@ -62,6 +62,11 @@ class AbstractKernel(eqx.Module):
         return None
 
     @property
+    def second_derivative_ratio(self) -> float | None:
+        """A constant ``r2`` with ``kappa''(s) = r2 kappa(s)`` for all ``s``, if one exists (RBF: 1)."""
+        return None
+
+    @property
     @abc.abstractmethod
     def scale(self) -> jax.Array | None:
         """The scale ``h``: ``None`` (meaning 1), a scalar, or a ``[d]`` vector."""
@@ -196,6 +201,10 @@ class RBF(AbstractKernel):
     @property
     def derivative_ratio(self):
         return -1.0
+
+    @property
+    def second_derivative_ratio(self):
+        return 1.0
 
     def profile(self, s):
         k = jnp.exp(-s)

@@ -44,7 +44,7 @@ from steinax.kernels.base import RBF, AbstractKernel
 from steinax.kernels.pairwise import map_row_blocks, squared_distances
 from steinax.particles.base import AbstractParticleMethod
 from steinax.particles.svgd import stein_direction_rows
-from steinax.stein.ksd import stein_kernel_from_terms, stein_terms
+from steinax.stein.ksd import _ratios, stein_kernel_from_profile, stein_terms
 from steinax.stein.mksd import _check_scalar_scales, check_kernels, kernel_ksds, mk_weights
 
 __all__ = ["MKSVGD", "MKState", "mk_svgd", "rbf_bandwidth_grid", "MK_WEIGHT_RULES"]
@@ -110,10 +110,16 @@ class MKSVGD(AbstractParticleMethod):
             ksd_rows = []
             for wi, k in zip(w, kernels):
                 h = 1.0 if k.scale is None else k.scale
-                kap, d1, _ = k.profile(sqdist / h)
+                ratios = _ratios(k)
+                # evaluate the profile once (the barrier keeps XLA from recomputing it per consumer)
+                prof = k.profile(sqdist / h)
+                prof = jax.lax.optimization_barrier(prof[:1] + (None, None) if ratios else prof)
+                kap = prof[0]
+                d1 = ratios[0] * kap if ratios else prof[1]
                 kmat = kmat + wi * kap
                 rmat = rmat + (wi * 2.0 / h) * d1
-                ksd_rows.append(jnp.sum(stein_kernel_from_terms(k, terms.rescale(k.scale)), axis=1))
+                u = stein_kernel_from_profile(prof, terms.rescale(k.scale), ratios)
+                ksd_rows.append(jnp.sum(u, axis=1))
             phi_rows = stein_direction_rows(kmat, rmat, x_rows, particles, scores)
             return phi_rows, jnp.stack(ksd_rows, axis=1)
 

@@ -18,7 +18,7 @@ from steinax._validation import check_particles, check_scores
 from steinax.kernels.base import AbstractKernel
 from steinax.kernels.pairwise import fold_row_blocks, squared_distances
 
-__all__ = ["SteinTerms", "stein_terms", "stein_kernel_from_terms", "stein_kernel_matrix", "ksd", "ESTIMATORS"]
+__all__ = ["SteinTerms", "stein_terms", "stein_kernel_from_terms", "stein_kernel_from_profile", "stein_kernel_matrix", "ksd", "ESTIMATORS"]
 
 ESTIMATORS = ("u", "v")
 
@@ -77,7 +77,28 @@ def stein_kernel_from_terms(kernel: AbstractKernel, terms: SteinTerms) -> jax.Ar
 
     ``u = kappa s_x^T s_y + 2 kappa' ((x - y)/h)^T (s_y - s_x) - 2 kappa' sum_d 1/h_d - 4 kappa'' sum_d (x_d - y_d)^2/h_d^2``.
     """
-    kap, d1, d2 = kernel.profile(terms.sqdist)
+    ratios = _ratios(kernel)
+    kap = kernel.profile(terms.sqdist)[0] if ratios else None
+    return stein_kernel_from_profile(kernel.profile(terms.sqdist) if kap is None else (kap, None, None), terms, ratios)
+
+
+def _ratios(kernel):
+    r1, r2 = kernel.derivative_ratio, kernel.second_derivative_ratio
+    return None if r1 is None or r2 is None else (r1, r2)
+
+
+def stein_kernel_from_profile(profile, terms: SteinTerms, ratios=None) -> jax.Array:
+    """The Stein kernel from precomputed ``(kappa, kappa', kappa'')`` at ``terms.sqdist`` (the one formula).
+
+    With ``ratios = (r1, r2)`` (``kappa' = r1 kappa``, ``kappa'' = r2 kappa``, as for the
+    RBF kernel) only ``kappa`` is read and the same formula is factored as
+    ``kappa (s_x^T s_y + 2 r1 cross - 2 r1 sum 1/h - 4 r2 sum (x - y)^2/h^2)``.
+    """
+    if ratios is not None:
+        r1, r2 = ratios
+        kap = profile[0]
+        return kap * (terms.gram + (2.0 * r1) * terms.cross - (2.0 * r1) * terms.inv_h_sum - (4.0 * r2) * terms.sq_over_h2)
+    kap, d1, d2 = profile
     return terms.gram * kap + 2.0 * d1 * terms.cross - 2.0 * d1 * terms.inv_h_sum - 4.0 * d2 * terms.sq_over_h2
 
 
