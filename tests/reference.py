@@ -40,3 +40,15 @@ def naive_ksd(x, s, kernel_fn, estimator="v"):
                 continue
             total += float(u(x[i], x[j], s[i], s[j]))
     return total / (n * n if estimator == "v" else n * (n - 1))
+
+
+def kernel_zoo(name, dtype, h=1.5):
+    """The kernels the naive-loop tests run over: fixed RBF, median RBF, per-dimension RBF (d = 3), IMQ."""
+    from steinax.kernels import IMQ, RBF
+
+    return {
+        "rbf": RBF(h),
+        "rbf_median": RBF("liu"),
+        "rbf_vector": RBF(jnp.array([0.5, 1.0, 2.0], dtype)),
+        "imq": IMQ(1.0, -0.5),
+    }[name]

@@ -35,10 +35,8 @@ def test_rbf_form_matches_paper():
     assert float(IMQ(1.0, -0.5)(x, y)) == pytest.approx((1.0 + 5.0) ** -0.5, rel=1e-6)
 
 
-def test_numpyro_reference_value():
-    # NumPyro's test_stein_kernels hand value for its RBF "norm" mode on these particles:
-    # k(x0, x1) with bandwidth h = med(||x-y||)^2 / log m... we check our Gram matrix
-    # against a direct numpy evaluation of exp(-||x-y||^2 / h) instead.
+def test_gram_matches_numpy():
+    # NumPyro's test particles, far apart, against a direct numpy evaluation of exp(-||x-y||^2 / h)
     x = jnp.array([[1.0, 2.0], [10.0, 5.0], [7.0, 3.0], [2.0, -1.0]])
     k = RBF(3.0)
     expected = np.exp(-((np.asarray(x)[:, None] - np.asarray(x)[None]) ** 2).sum(-1) / 3.0)

@@ -7,19 +7,14 @@ import pytest
 import steinax
 from steinax.kernels import IMQ, RBF
 from steinax.targets import Gaussian
-from reference import naive_svgd_direction
+from reference import kernel_zoo, naive_svgd_direction
 
 
 @pytest.mark.parametrize("kname", ["rbf", "rbf_median", "rbf_vector", "imq"])
 def test_direction_equals_naive_double_loop(kname, dtype, tols, key):
     x = jax.random.normal(key, (8, 3), dtype) * 2.0 + 1.0
     s = -x + 0.3 * jnp.cos(x)
-    kernel = {
-        "rbf": RBF(2.0),
-        "rbf_median": RBF("liu"),
-        "rbf_vector": RBF(jnp.array([0.5, 1.0, 4.0], dtype)),
-        "imq": IMQ(1.0, -0.5),
-    }[kname]
+    kernel = kernel_zoo(kname, dtype, h=2.0)
     got = steinax.svgd_direction(x, s, kernel)
     assert got.dtype == x.dtype
     np.testing.assert_allclose(got, naive_svgd_direction(x, s, kernel.resolve(x)), **tols)

@@ -5,7 +5,7 @@ import pytest
 
 from steinax.kernels import IMQ, RBF
 from steinax.stein import ksd, stein_kernel_matrix
-from reference import naive_ksd
+from reference import kernel_zoo, naive_ksd
 
 
 def _data(key, dtype, n=9, d=3):
@@ -18,12 +18,7 @@ def _data(key, dtype, n=9, d=3):
 @pytest.mark.parametrize("estimator", ["u", "v"])
 def test_ksd_equals_naive_double_loop(kname, estimator, dtype, tols, key):
     x, s = _data(key, dtype)
-    kernel = {
-        "rbf": RBF(1.5),
-        "rbf_median": RBF("liu"),
-        "rbf_vector": RBF(jnp.array([0.5, 1.0, 2.0], dtype)),
-        "imq": IMQ(1.0, -0.5),
-    }[kname]
+    kernel = kernel_zoo(kname, dtype, h=1.5)
     resolved = kernel.resolve(x)
     want = naive_ksd(x, s, lambda a, b: resolved(a, b), estimator)
     np.testing.assert_allclose(ksd(x, s, kernel, estimator), want, **tols)

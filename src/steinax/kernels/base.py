@@ -88,6 +88,15 @@ class AbstractKernel(eqx.Module):
     def is_resolved(self) -> bool:
         return True
 
+    def coordinate(self, i) -> "AbstractKernel":
+        """The univariate kernel acting on coordinate ``i`` (coordinate-wise kernels, CC-SVGD).
+
+        Kernels whose parameters are shared by all coordinates return themselves;
+        a per-coordinate scale is sliced.
+        """
+        del i
+        return self
+
     # ----- single-pair evaluation (the formulas of the module docstring) -----
 
     def _pair(self, x, y):
@@ -205,6 +214,11 @@ class RBF(AbstractKernel):
     @property
     def second_derivative_ratio(self):
         return 1.0
+
+    def coordinate(self, i):
+        if self.bandwidth is not None and self.bandwidth.ndim == 1:
+            return RBF(self.bandwidth[i])
+        return self
 
     def profile(self, s):
         k = jnp.exp(-s)

@@ -38,24 +38,18 @@ __all__ = ["cc_svgd_direction", "CCSVGD", "cc_svgd"]
 _VMAP_ELEMENTS = 2**24  # 64 MiB of float32 per [d, n, n] intermediate
 
 
-def _coordinate_kernel(kernel: AbstractKernel, i, d: int) -> AbstractKernel:
-    """The univariate kernel of coordinate ``i``: a ``[d]`` fixed bandwidth is sliced."""
-    if isinstance(kernel, RBF) and kernel.rule is None and kernel.bandwidth.ndim == 1:
-        if kernel.bandwidth.shape[0] != d:
-            raise ValueError(f"the RBF bandwidth vector must have length d = {d}; received {kernel.bandwidth.shape}")
-        return RBF(kernel.bandwidth[i])
-    return kernel
-
-
 def _cc_svgd(particles, scores, kernel):
     d = particles.shape[1]
     if isinstance(kernel, RBF) and kernel.rule == "per_dimension":
         # the per-coordinate medians of all coordinates at once, then fixed per-coordinate kernels
         kernel = kernel.resolve(particles)
+    scale = kernel.scale if kernel.is_resolved else None
+    if scale is not None and jnp.ndim(scale) == 1 and scale.shape[0] != d:
+        raise ValueError(f"a per-coordinate bandwidth must have length d = {d}; received shape {scale.shape}")
 
     def one(args):
         i, col, score_col = args
-        phi, k = _svgd(col[:, None], score_col[:, None], _coordinate_kernel(kernel, i, d), None)
+        phi, k = _svgd(col[:, None], score_col[:, None], kernel.coordinate(i), None)
         return phi[:, 0], kernel_info(k).get("bandwidth", jnp.zeros((), particles.dtype))
 
     args = (jnp.arange(d), particles.T, scores.T)

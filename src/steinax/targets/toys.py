@@ -11,6 +11,7 @@ default is the paper's formula and ``variant="code"`` gives the code's.
 
 from __future__ import annotations
 
+import abc
 import math
 
 import equinox as eqx
@@ -193,7 +194,40 @@ def _rejection_from_prior(rng_key, n, dim, prior_var, loglik_fn, dtype, max_roun
     raise RuntimeError(f"rejection sampling accepted only {have} of {n} samples after {max_rounds} rounds")
 
 
-class DoubleBanana(_ToyTarget):
+class _ResidualTarget(_ToyTarget):
+    """``log p(x) = -||x||^2 / (2 sigma_prior) - r(x)^q / (2 sigma_lik)`` for a residual ``r``.
+
+    The shared structure of the matrix-SVGD toys: exact samples by rejection
+    from the ``N(0, sigma_prior I)`` prior (the likelihood factor is at most 1),
+    and the Gauss-Newton matrix ``I / sigma_prior + J J^T / sigma_lik`` with
+    ``J = nabla r`` (the negative Hessian for ``q = 2`` wherever ``r = 0``).
+    """
+
+    dim = 2
+
+    @abc.abstractmethod
+    def residual(self, x: jax.Array) -> jax.Array:
+        """The scalar residual ``r(x)``."""
+
+    power: eqx.AbstractVar[int]
+    sigma_prior: eqx.AbstractVar[float]
+    sigma_lik: eqx.AbstractVar[float]
+
+    def _loglik(self, x):
+        return -(self.residual(x) ** self.power) / (2 * self.sigma_lik)
+
+    def logdensity(self, x):
+        return -jnp.sum(x * x) / (2 * self.sigma_prior) + self._loglik(x)
+
+    def gauss_newton(self, x):
+        j = jax.grad(self.residual)(x)
+        return jnp.eye(2, dtype=x.dtype) / self.sigma_prior + jnp.outer(j, j) / self.sigma_lik
+
+    def sample(self, rng_key, n):
+        return _rejection_from_prior(rng_key, n, 2, self.sigma_prior, self._loglik, jnp.result_type(float))
+
+
+class DoubleBanana(_ResidualTarget):
     """The "double banana" of Detommaso et al. (2018), matrix-SVGD paper appendix B.2.
 
     ``log p(x) = -||x||^2 / (2 sigma_1) - (y - F(x))^2 / (2 sigma_2)``,
@@ -202,42 +236,25 @@ class DoubleBanana(_ToyTarget):
 
     ``variant="paper"`` (default): ``a = 1``, ``eps = 0``.
     ``variant="code"``: the authors' code, ``a = 0``, ``eps = 1e-10``.
-
-    Exact samples by rejection from the ``N(0, sigma_1 I)`` prior (the
-    likelihood factor is at most 1).
     """
 
     a: float = eqx.field(static=True)
     eps: float = eqx.field(static=True)
     y: float = eqx.field(static=True)
-    sigma1: float = eqx.field(static=True)
-    sigma2: float = eqx.field(static=True)
+    power: int = eqx.field(static=True)
+    sigma_prior: float = eqx.field(static=True)
+    sigma_lik: float = eqx.field(static=True)
 
     def __init__(self, variant: str = "paper"):
         _check_variant(variant)
         self.a, self.eps = (1.0, 0.0) if variant == "paper" else (0.0, 1e-10)
-        self.y, self.sigma1, self.sigma2 = math.log(30.0), 1.0, 0.09
+        self.y, self.power, self.sigma_prior, self.sigma_lik = math.log(30.0), 2, 1.0, 0.09
 
-    dim = 2
-
-    def _forward(self, x):
-        return jnp.log((self.a - x[0]) ** 2 + 100.0 * (x[1] - x[0] ** 2) ** 2 + self.eps)
-
-    def _loglik(self, x):
-        return -((self.y - self._forward(x)) ** 2) / (2 * self.sigma2)
-
-    def logdensity(self, x):
-        return -jnp.sum(x * x) / (2 * self.sigma1) + self._loglik(x)
-
-    def gauss_newton(self, x):
-        j = jax.grad(self._forward)(x)
-        return jnp.eye(2, dtype=x.dtype) / self.sigma1 + jnp.outer(j, j) / self.sigma2
-
-    def sample(self, rng_key, n):
-        return _rejection_from_prior(rng_key, n, 2, self.sigma1, self._loglik, jnp.result_type(float))
+    def residual(self, x):
+        return jnp.log((self.a - x[0]) ** 2 + 100.0 * (x[1] - x[0] ** 2) ** 2 + self.eps) - self.y
 
 
-class Sine(_ToyTarget):
+class Sine(_ResidualTarget):
     """The "sine" toy of the matrix-SVGD paper, appendix B.1.
 
     ``log p(x) = -(x_2 + sin(alpha x_1))^q / (2 sigma_1) - (x_1^2 + x_2^2) / (2 sigma_2)``,
@@ -245,35 +262,17 @@ class Sine(_ToyTarget):
 
     ``variant="paper"`` (default): ``q = 2``, as printed.
     ``variant="code"``: ``q = 4``; the authors' code squares the already squared residual.
-
-    Exact samples by rejection from the ``N(0, sigma_2 I)`` prior.
     """
 
-    power: int = eqx.field(static=True)
     alpha: float = eqx.field(static=True)
-    sigma1: float = eqx.field(static=True)
-    sigma2: float = eqx.field(static=True)
+    power: int = eqx.field(static=True)
+    sigma_prior: float = eqx.field(static=True)
+    sigma_lik: float = eqx.field(static=True)
 
     def __init__(self, variant: str = "paper"):
         _check_variant(variant)
         self.power = 2 if variant == "paper" else 4
-        self.alpha, self.sigma1, self.sigma2 = 1.0, 0.003, 1.0
+        self.alpha, self.sigma_lik, self.sigma_prior = 1.0, 0.003, 1.0
 
-    dim = 2
-
-    def _residual(self, x):
+    def residual(self, x):
         return x[1] + jnp.sin(self.alpha * x[0])
-
-    def _loglik(self, x):
-        return -(self._residual(x) ** self.power) / (2 * self.sigma1)
-
-    def logdensity(self, x):
-        return -jnp.sum(x * x) / (2 * self.sigma2) + self._loglik(x)
-
-    def gauss_newton(self, x):
-        """``I / sigma_2 + J J^T / sigma_1`` with ``J`` the gradient of the residual (paper variant)."""
-        j = jax.grad(self._residual)(x)
-        return jnp.eye(2, dtype=x.dtype) / self.sigma2 + jnp.outer(j, j) / self.sigma1
-
-    def sample(self, rng_key, n):
-        return _rejection_from_prior(rng_key, n, 2, self.sigma2, self._loglik, jnp.result_type(float))
