@@ -2,7 +2,8 @@
 
 Target N(0, I_d), plain SGD, each library's default median bandwidth
 (steinax: Liu's exact rule; BlackJAX: ``update_median_heuristic``; NumPyro:
-``RBFKernel()``). Prints ms/step and each peer's time as a multiple of steinax's.
+``RBFKernel()``). Prints ms/step (median over interleaved rounds: one call of every library per
+round) and each peer's time as a multiple of steinax's.
 
     python benchmarks/bench_svgd_step.py                  # n in {100, 1000, 5000}, d in {2, 100}
     python benchmarks/bench_svgd_step.py --n 1000 --d 100 --repeats 5
@@ -25,19 +26,28 @@ import optax
 import steinax
 
 
-def _time(fn, state, repeats, budget_s):
-    state = fn(state)  # compile
-    jax.block_until_ready(state)
-    times = []
+def _time_interleaved(steps, repeats, budget_s):
+    """Median ms per call of each ``(fn, state)``, timed in interleaved rounds.
+
+    One call of every library per round, so a slow period of the (shared)
+    machine affects all of them alike and the ratios stay meaningful.
+    """
+    states = {}
+    for name, (fn, state) in steps.items():
+        state = fn(state)  # compile
+        jax.block_until_ready(state)
+        states[name] = state
+    times = {name: [] for name in steps}
     t_start = time.perf_counter()
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        state = fn(state)
-        jax.block_until_ready(state)
-        times.append(time.perf_counter() - t0)
+        for name, (fn, _) in steps.items():
+            t0 = time.perf_counter()
+            states[name] = fn(states[name])
+            jax.block_until_ready(states[name])
+            times[name].append(time.perf_counter() - t0)
         if time.perf_counter() - t_start > budget_s:
             break
-    return 1e3 * float(np.median(times))
+    return {name: 1e3 * float(np.median(t)) for name, t in times.items()}
 
 
 def logdensity(x):
@@ -111,16 +121,19 @@ def main(argv=None):
     print(f"{'n':>6} {'d':>4} " + " ".join(f"{name + ' ms':>14}" for name in args.peers) + "   ratios to steinax")
     for n in args.n:
         for d in args.d:
-            row, ms = [], {}
+            steps, ms = {}, {}
             for name in args.peers:
                 try:
-                    fn, state = PEERS[name](n, d, 1e-2)
-                    ms[name] = _time(fn, state, args.repeats, args.budget)
-                    row.append(f"{ms[name]:14.2f}")
+                    steps[name] = PEERS[name](n, d, 1e-2)
                 except Exception as exc:  # noqa: BLE001 - report any failure (OOM) and go on
                     ms[name] = None
-                    row.append(f"{'failed':>14}")
                     print(f"  [{name} n={n} d={d}] {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
+            try:
+                ms.update(_time_interleaved(steps, args.repeats, args.budget * len(steps)))
+            except Exception as exc:  # noqa: BLE001
+                print(f"  [n={n} d={d}] {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
+                ms.update({name: None for name in steps})
+            row = [f"{ms[name]:14.2f}" if ms.get(name) else f"{'failed':>14}" for name in args.peers]
             base = ms.get("steinax")
             ratios = "  ".join(
                 f"{k}/steinax={v / base:.1f}x" for k, v in ms.items() if k != "steinax" and v and base

@@ -2,7 +2,7 @@
 
 from steinax.kernels.bandwidth import BANDWIDTH_RULES, kth_smallest, median_bandwidth
 from steinax.kernels.base import IMQ, RBF, AbstractKernel
-from steinax.kernels.pairwise import fold_row_blocks, map_row_blocks, squared_distances
+from steinax.kernels.pairwise import fold_row_blocks, map_row_blocks, scan_row_blocks, squared_distances
 
 __all__ = [
     "AbstractKernel",
@@ -13,5 +13,6 @@ __all__ = [
     "BANDWIDTH_RULES",
     "squared_distances",
     "map_row_blocks",
+    "scan_row_blocks",
     "fold_row_blocks",
 ]

@@ -17,7 +17,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-__all__ = ["squared_distances", "map_row_blocks"]
+__all__ = ["squared_distances", "scan_row_blocks", "map_row_blocks", "fold_row_blocks"]
 
 
 def squared_distances(x: jax.Array, y: jax.Array, scale: jax.Array | float | None = None) -> jax.Array:
@@ -46,48 +46,12 @@ def squared_distances(x: jax.Array, y: jax.Array, scale: jax.Array | float | Non
     return jnp.maximum(d2, 0.0)
 
 
-def map_row_blocks(fn: Callable, n: int, block_size: int | None, *row_args: jax.Array):
-    """Apply ``fn(*row_blocks)`` to consecutive row blocks of ``row_args`` and stack.
-
-    ``fn`` maps arrays whose leading axis is a block of rows to outputs whose
-    leading axis is the same block. With ``block_size=None`` (or ``>= n``) it is
-    called once on all rows; otherwise rows are padded to a multiple of
-    ``block_size``, the blocks are evaluated sequentially with ``lax.map`` (so
-    peak memory is O(block_size * n)), and the padding is dropped.
-
-    Padding rows repeat the last real row, so ``fn`` never sees values outside
-    the data (no spurious NaN/inf from zero rows).
-    """
-    if block_size is None or block_size >= n:
-        return fn(*row_args)
+def _row_blocks(n: int, block_size: int, row_args):
+    """Pad rows to a multiple of ``block_size`` (repeating the last row) and reshape to blocks."""
     if block_size < 1:
         raise ValueError(f"`block_size` must be a positive integer or None; received {block_size!r}")
     n_blocks = -(-n // block_size)
-    pad = n_blocks * block_size - n
-
-    def pad_rows(a):
-        if pad == 0:
-            return a
-        return jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)], axis=0)
-
-    blocks = [pad_rows(a).reshape((n_blocks, block_size) + a.shape[1:]) for a in row_args]
-    out = jax.lax.map(lambda args: fn(*args), tuple(blocks))
-    return jax.tree_util.tree_map(lambda o: o.reshape((n_blocks * block_size,) + o.shape[2:])[:n], out)
-
-
-def fold_row_blocks(fn: Callable, init, n: int, block_size: int | None, *row_args: jax.Array):
-    """Fold ``acc = fn(acc, row_index, *row_blocks)`` over consecutive row blocks.
-
-    ``row_index`` holds the global indices of the block's rows, ``-1`` for
-    padding rows (which repeat the last real row and must be masked by ``fn``).
-    With ``block_size=None`` (or ``>= n``) ``fn`` is applied once to all rows.
-    Peak memory is that of one call of ``fn`` on ``block_size`` rows.
-    """
-    if block_size is None or block_size >= n:
-        return fn(init, jnp.arange(n), *row_args)
-    if block_size < 1:
-        raise ValueError(f"`block_size` must be a positive integer or None; received {block_size!r}")
-    n_blocks = -(-n // block_size)
+    block_size = -(-n // n_blocks)  # balanced blocks: the least padding for this number of blocks
     pad = n_blocks * block_size - n
     index = jnp.arange(n_blocks * block_size)
     index = jnp.where(index < n, index, -1).reshape(n_blocks, block_size)
@@ -97,11 +61,45 @@ def fold_row_blocks(fn: Callable, init, n: int, block_size: int | None, *row_arg
             a = jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)], axis=0)
         return a.reshape((n_blocks, block_size) + a.shape[1:])
 
-    blocks = tuple(pad_rows(a) for a in row_args)
+    return index, tuple(pad_rows(a) for a in row_args)
+
+
+def scan_row_blocks(fn: Callable, init, n: int, block_size: int | None, *row_args: jax.Array):
+    """Scan ``(acc, out) = fn(acc, row_index, *row_blocks)`` over consecutive row blocks.
+
+    The one blocking primitive: ``row_index`` holds the global indices of the
+    block's rows, ``-1`` for padding rows (which repeat the last real row, so
+    ``fn`` never sees values outside the data, and must be masked by ``fn`` in
+    any reduction). ``out`` has the block's rows as leading axis; the outputs are
+    concatenated and the padding dropped. With ``block_size=None`` (or ``>= n``)
+    ``fn`` is applied once to all rows. The rows are split into
+    ``ceil(n / block_size)`` blocks of equal size (at most ``block_size``, so
+    ``n = 1000`` with ``block_size=256`` gives four blocks of 250 and no
+    padding). Blocks are evaluated sequentially
+    (``lax.scan``), so peak memory is that of one call of ``fn`` on
+    ``block_size`` rows: O(block_size * n) for pairwise work.
+
+    Returns:
+        ``(acc, out)``.
+    """
+    if block_size is None or block_size >= n:
+        return fn(init, jnp.arange(n), *row_args)
+    index, blocks = _row_blocks(n, block_size, row_args)
 
     def body(acc, xs):
         idx, *rows = xs
-        return fn(acc, idx, *rows), None
+        return fn(acc, idx, *rows)
 
-    acc, _ = jax.lax.scan(body, init, (index,) + blocks)
-    return acc
+    acc, out = jax.lax.scan(body, init, (index,) + blocks)
+    out = jax.tree_util.tree_map(lambda o: o.reshape((-1,) + o.shape[2:])[:n], out)
+    return acc, out
+
+
+def map_row_blocks(fn: Callable, n: int, block_size: int | None, *row_args: jax.Array):
+    """Apply ``fn(*row_blocks)`` to consecutive row blocks and concatenate (see :func:`scan_row_blocks`)."""
+    return scan_row_blocks(lambda acc, _, *rows: (acc, fn(*rows)), (), n, block_size, *row_args)[1]
+
+
+def fold_row_blocks(fn: Callable, init, n: int, block_size: int | None, *row_args: jax.Array):
+    """Fold ``acc = fn(acc, row_index, *row_blocks)`` over row blocks (see :func:`scan_row_blocks`)."""
+    return scan_row_blocks(lambda acc, idx, *rows: (fn(acc, idx, *rows), ()), init, n, block_size, *row_args)[0]

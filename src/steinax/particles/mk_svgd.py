@@ -15,8 +15,8 @@ After each move the weights are recomputed from the per-kernel squared KSDs
 ``S_i = ||phi_i||^2_H`` of the particles the direction was computed at
 (V-statistics, so the square root of eq. 21 is defined; ALGORITHMS.md
 section A). ``S_i`` come from the same squared distances and score products as
-the direction (:func:`steinax.stein.kernel_ksds`): one distance computation
-and one score evaluation per step.
+the direction (:func:`steinax.stein.mksd.multi_kernel_block`): one distance computation
+and one score evaluation per step, all kernels evaluated together per row block.
 
 Weight rules (``weights=``):
 
@@ -41,11 +41,18 @@ import optax
 from steinax._validation import is_concrete
 from steinax.kernels.bandwidth import median_bandwidth
 from steinax.kernels.base import RBF, AbstractKernel
-from steinax.kernels.pairwise import map_row_blocks, squared_distances
+from steinax.kernels.pairwise import scan_row_blocks
 from steinax.particles.base import AbstractParticleMethod
 from steinax.particles.svgd import stein_direction_rows
-from steinax.stein.ksd import _ratios, stein_kernel_from_profile, stein_terms
-from steinax.stein.mksd import _check_scalar_scales, check_kernels, kernel_ksds, mk_weights
+from steinax.stein.ksd import stein_terms
+from steinax.stein.mksd import (
+    _check_scalar_scales,
+    _padding_mask,
+    check_kernels,
+    kernel_ksds_from_sums,
+    mk_weights,
+    multi_kernel_block,
+)
 
 __all__ = ["MKSVGD", "MKState", "mk_svgd", "rbf_bandwidth_grid", "MK_WEIGHT_RULES"]
 
@@ -100,33 +107,16 @@ class MKSVGD(AbstractParticleMethod):
         _check_scalar_scales(kernels)
         w = aux.weights
 
-        def rows(x_rows, s_rows):
-            # the kernel-independent terms of this row block, then every kernel on them while
-            # they are in cache: kappa_i, (2/h_i) kappa_i' and the V-statistic row sums of u_i
-            sqdist = squared_distances(x_rows, particles)
-            terms = stein_terms(x_rows, s_rows, particles, scores, None, sqdist)
-            kmat = jnp.zeros_like(sqdist)
-            rmat = jnp.zeros_like(sqdist)
-            ksd_rows = []
-            for wi, k in zip(w, kernels):
-                h = 1.0 if k.scale is None else k.scale
-                ratios = _ratios(k)
-                # evaluate the profile once (the barrier keeps XLA from recomputing it per consumer)
-                prof = k.profile(sqdist / h)
-                prof = jax.lax.optimization_barrier(prof[:1] + (None, None) if ratios else prof)
-                kap = prof[0]
-                d1 = ratios[0] * kap if ratios else prof[1]
-                kmat = kmat + wi * kap
-                rmat = rmat + (wi * 2.0 / h) * d1
-                u = stein_kernel_from_profile(prof, terms.rescale(k.scale), ratios)
-                ksd_rows.append(jnp.sum(u, axis=1))
-            phi_rows = stein_direction_rows(kmat, rmat, x_rows, particles, scores)
-            return phi_rows, jnp.stack(ksd_rows, axis=1)
+        def rows(acc, idx, x_rows, s_rows):
+            # the kernel-independent terms of this row block, then all kernels on them at once
+            terms = stein_terms(x_rows, s_rows, particles, scores, for_sums=True)
+            sums, (kmat, rmat) = multi_kernel_block(kernels, terms, _padding_mask(idx, n, self.block_size), w)
+            return acc + sums, stein_direction_rows(kmat, rmat, x_rows, particles, scores)
 
-        phi, ksd_rows = map_row_blocks(rows, n, self.block_size, particles, scores)
+        sums, phi = scan_row_blocks(rows, jnp.zeros((len(kernels),), particles.dtype), n, self.block_size, particles, scores)
         phi = phi / n
-        ksd_v = jnp.sum(ksd_rows, axis=0) / (n * n)  # S_i = ||phi_i||^2, the V-statistic
-        ksds = ksd_v if self.ksd_estimator == "v" else kernel_ksds(particles, scores, kernels, "u")
+        # S_i = ||phi_i||^2 is the V-statistic; the U-statistic removes the diagonal
+        ksds = kernel_ksds_from_sums(sums, particles, scores, kernels, self.ksd_estimator)
         opt_state = aux.opt_state
         if self.weight_rule in ("eq21", "normalized"):
             new_w = mk_weights(ksds, self.weight_rule)

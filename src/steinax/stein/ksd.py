@@ -46,11 +46,28 @@ class SteinTerms(eqx.Module):
             return self
         return SteinTerms(self.sqdist / h, self.gram, self.cross / h, self.sq_over_h2 / (h * h), self.inv_h_sum / h)
 
+    def coefficients(self) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """``(G, C1, C2)`` with ``u = kappa G + kappa' C1 + kappa'' C2`` (the Stein kernel, linear in the profile).
 
-def stein_terms(x, score_x, y, score_y, scale=None, sqdist=None) -> SteinTerms:
+        ``G = s_x^T s_y``, ``C1 = 2 cross - 2 sum_d 1/h_d`` and ``C2 = -4 sum_d (x_d - y_d)^2 / h_d^2``
+        (:func:`stein_kernel_matrix`). For terms rescaled to a scalar ``h`` from ``h = 1``
+        (:meth:`rescale`) they are ``(G, C1 / h, C2 / h^2)``: multiple-kernel sums use that.
+        """
+        return self.gram, 2.0 * (self.cross - self.inv_h_sum), -4.0 * self.sq_over_h2
+
+
+def stein_terms(x, score_x, y, score_y, scale=None, sqdist=None, *, for_sums=False) -> SteinTerms:
     """Build :class:`SteinTerms` with matrix products (no ``n x m x d`` tensor).
 
     ``sqdist`` are optional unscaled squared distances of ``x`` and ``y``.
+
+    ``for_sums=True`` is for callers that only need the sum of the Stein kernel
+    over **all** ordered pairs of one sample (``x`` a row block of ``y``, every
+    row visited once, a symmetric kernel). Since ``k`` is symmetric,
+    ``sum_ab k_ab (x_b^T s_a - x_b^T s_b) = sum_ab k_ab (x_a^T s_b - x_a^T s_a)``, so the
+    cross term may be replaced by ``2 x_a^T (s_b - s_a) / h`` (centred), which needs
+    one ``n x n x d`` product instead of two. The total (and the zero diagonal)
+    are unchanged; individual entries are not the Stein kernel's.
     """
     d = x.shape[1]
     if scale is None or jnp.ndim(scale) == 0:
@@ -66,9 +83,12 @@ def stein_terms(x, score_x, y, score_y, scale=None, sqdist=None) -> SteinTerms:
     xc, yc = x - centre, y - centre
     sx_h, sy_h = score_x * inv_row, score_y * inv_row
     xs = xc @ sy_h.T
-    # when x and y are the same set, sx_h @ yc^T is the transpose of xc @ sy_h^T: one product
-    sx = xs.T if (x is y and score_x is score_y) else sx_h @ yc.T
-    cross = xs - jnp.sum(xc * sx_h, axis=1)[:, None] - jnp.sum(yc * sy_h, axis=1)[None, :] + sx
+    if for_sums:
+        cross = 2.0 * (xs - jnp.sum(xc * sx_h, axis=1)[:, None])
+    else:
+        # when x and y are the same set, sx_h @ yc^T is the transpose of xc @ sy_h^T: one product
+        sx = xs.T if (x is y and score_x is score_y) else sx_h @ yc.T
+        cross = xs - jnp.sum(xc * sx_h, axis=1)[:, None] - jnp.sum(yc * sy_h, axis=1)[None, :] + sx
     return SteinTerms(sq, score_x @ score_y.T, cross, sq2, jnp.asarray(inv_sum, x.dtype))
 
 
@@ -88,18 +108,18 @@ def _ratios(kernel):
 
 
 def stein_kernel_from_profile(profile, terms: SteinTerms, ratios=None) -> jax.Array:
-    """The Stein kernel from precomputed ``(kappa, kappa', kappa'')`` at ``terms.sqdist`` (the one formula).
+    """The Stein kernel from precomputed ``(kappa, kappa', kappa'')`` at ``terms.sqdist``.
 
+    ``u = kappa G + kappa' C1 + kappa'' C2`` with :meth:`SteinTerms.coefficients`.
     With ``ratios = (r1, r2)`` (``kappa' = r1 kappa``, ``kappa'' = r2 kappa``, as for the
-    RBF kernel) only ``kappa`` is read and the same formula is factored as
-    ``kappa (s_x^T s_y + 2 r1 cross - 2 r1 sum 1/h - 4 r2 sum (x - y)^2/h^2)``.
+    RBF kernel) only ``kappa`` is read: ``u = kappa (G + r1 C1 + r2 C2)``.
     """
+    g, c1, c2 = terms.coefficients()
     if ratios is not None:
         r1, r2 = ratios
-        kap = profile[0]
-        return kap * (terms.gram + (2.0 * r1) * terms.cross - (2.0 * r1) * terms.inv_h_sum - (4.0 * r2) * terms.sq_over_h2)
+        return profile[0] * (g + r1 * c1 + r2 * c2)
     kap, d1, d2 = profile
-    return terms.gram * kap + 2.0 * d1 * terms.cross - 2.0 * d1 * terms.inv_h_sum - 4.0 * d2 * terms.sq_over_h2
+    return kap * g + d1 * c1 + d2 * c2
 
 
 def stein_kernel_matrix(
