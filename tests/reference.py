@@ -52,3 +52,20 @@ def kernel_zoo(name, dtype, h=1.5):
         "rbf_vector": RBF(jnp.array([0.5, 1.0, 2.0], dtype)),
         "imq": IMQ(1.0, -0.5),
     }[name]
+
+
+def naive_kcc_sd(x, s, kernel_fns, estimator="v"):
+    """KCC-SD^2 as sum_i of double loops of the 1-D Stein kernel of coordinate i (ALGORITHMS.md section B).
+
+    ``kernel_fns[i](a, b)`` is the univariate kernel of coordinate ``i`` on scalars.
+    """
+    n, d = x.shape
+    total = 0.0
+    for i in range(d):
+        u = naive_stein_kernel(lambda a, b, f=kernel_fns[i]: f(a[0], b[0]))
+        for a in range(n):
+            for b in range(n):
+                if estimator == "u" and a == b:
+                    continue
+                total += float(u(x[a, i : i + 1], x[b, i : i + 1], s[a, i : i + 1], s[b, i : i + 1]))
+    return total / (n * n if estimator == "v" else n * (n - 1))

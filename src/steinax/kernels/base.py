@@ -257,3 +257,39 @@ class IMQ(AbstractKernel):
         d1 = self.beta * k / base
         d2 = (self.beta - 1.0) * d1 / base
         return k, d1, d2
+
+
+_VMAP_ELEMENTS = 2**24  # 64 MiB of float32 per [d, n, n] intermediate
+
+
+def map_coordinates(fn, particles: jax.Array, scores: jax.Array, kernel: AbstractKernel, *extra: jax.Array):
+    """Apply ``fn(column [n, 1], score_column [n, 1], kernel_i, *extra_columns)`` to every coordinate ``i``.
+
+    The one per-coordinate driver of the complete-conditional methods (CC-SVGD,
+    KCC-SD). ``kernel_i = kernel.coordinate(i)``: a ``[d]`` bandwidth is sliced,
+    ``RBF("per_dimension")`` is first resolved on all coordinates at once, and
+    any other median rule is left for ``fn`` to resolve on the column alone.
+    Coordinates are batched with ``vmap`` while ``n^2 d`` stays below 2^24
+    elements, otherwise visited one at a time with ``lax.map`` (memory of one
+    coordinate's ``[n, n]`` work).
+
+    ``extra`` are further ``[n, d]`` arrays whose column ``i`` is passed along.
+
+    Returns:
+        ``fn``'s outputs stacked over coordinates (leading axis ``d``).
+    """
+    n, d = particles.shape
+    if isinstance(kernel, RBF) and kernel.rule == "per_dimension":
+        kernel = kernel.resolve(particles)
+    scale = kernel.scale if kernel.is_resolved else None
+    if scale is not None and jnp.ndim(scale) == 1 and scale.shape[0] != d:
+        raise ValueError(f"a per-coordinate bandwidth must have length d = {d}; received shape {scale.shape}")
+
+    def one(args):
+        i, *cols = args
+        return fn(cols[0][:, None], cols[1][:, None], kernel.coordinate(i), *(c[:, None] for c in cols[2:]))
+
+    args = (jnp.arange(d), particles.T, scores.T) + tuple(a.T for a in extra)
+    if n * n * d <= _VMAP_ELEMENTS and not (isinstance(kernel, RBF) and kernel.rule is not None):
+        return jax.vmap(one)(args)
+    return jax.lax.map(one, args)

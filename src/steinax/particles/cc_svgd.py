@@ -12,9 +12,8 @@ which is SVGD with the diagonal matrix-valued kernel ``diag_i k(x_i, x'_i)``.
 Coordinate ``i`` is therefore exactly the one-dimensional SVGD direction of
 column ``i`` with score column ``i``; steinax computes it with the SVGD
 engine (:func:`steinax.particles.svgd.stein_direction_rows`), one coordinate at
-a time under ``lax.map``, so memory is one ``[n, n]`` matrix (when ``n^2 d``
-is below 2^24 elements the coordinates are batched with ``vmap`` instead, which
-is faster and still small).
+a time (:func:`steinax.kernels.base.map_coordinates`, shared with KCC-SD), so
+memory is one ``[n, n]`` matrix, or ``d`` of them batched while ``n^2 d`` is small.
 
 The kernel is resolved **per coordinate**: a median rule reads only that
 coordinate's values. The default ``RBF("per_dimension")`` gives Pyro's
@@ -28,36 +27,19 @@ import jax
 import jax.numpy as jnp
 
 from steinax._validation import check_particles, check_scores
-from steinax.kernels.base import RBF, AbstractKernel
+from steinax.kernels.base import RBF, AbstractKernel, map_coordinates
 from steinax.particles.base import AbstractParticleMethod
 from steinax.particles.svgd import _svgd, kernel_info
 
 __all__ = ["cc_svgd_direction", "CCSVGD", "cc_svgd"]
 
 
-_VMAP_ELEMENTS = 2**24  # 64 MiB of float32 per [d, n, n] intermediate
-
-
 def _cc_svgd(particles, scores, kernel):
-    d = particles.shape[1]
-    if isinstance(kernel, RBF) and kernel.rule == "per_dimension":
-        # the per-coordinate medians of all coordinates at once, then fixed per-coordinate kernels
-        kernel = kernel.resolve(particles)
-    scale = kernel.scale if kernel.is_resolved else None
-    if scale is not None and jnp.ndim(scale) == 1 and scale.shape[0] != d:
-        raise ValueError(f"a per-coordinate bandwidth must have length d = {d}; received shape {scale.shape}")
-
-    def one(args):
-        i, col, score_col = args
-        phi, k = _svgd(col[:, None], score_col[:, None], kernel.coordinate(i), None)
+    def one(col, score_col, kernel_i):
+        phi, k = _svgd(col, score_col, kernel_i, None)
         return phi[:, 0], kernel_info(k).get("bandwidth", jnp.zeros((), particles.dtype))
 
-    args = (jnp.arange(d), particles.T, scores.T)
-    n = particles.shape[0]
-    if n * n * d <= _VMAP_ELEMENTS and not (isinstance(kernel, RBF) and kernel.rule is not None):
-        phi_t, bandwidths = jax.vmap(one)(args)  # all coordinates at once while n*n*d stays small
-    else:
-        phi_t, bandwidths = jax.lax.map(one, args)  # one [n, n] matrix at a time
+    phi_t, bandwidths = map_coordinates(one, particles, scores, kernel)
     return phi_t.T, bandwidths
 
 

@@ -169,6 +169,7 @@ def ksd(
     estimator: str = "v",
     *,
     block_size: int | None = None,
+    squared: bool = True,
 ) -> jax.Array:
     """Squared kernel Stein discrepancy ``S(q || p)`` (MK-SVGD paper, eq. 14).
 
@@ -186,6 +187,7 @@ def ksd(
         kernel: any :class:`~steinax.kernels.AbstractKernel`.
         estimator: ``"v"`` (default) or ``"u"`` (needs ``n >= 2``).
         block_size: evaluate in row blocks of this size, memory O(block_size * n).
+        squared: ``True`` (default) returns ``S``; ``False`` returns ``sqrt(S)`` (V-statistic only).
 
     Returns:
         A scalar of the particles' dtype.
@@ -199,11 +201,24 @@ def ksd(
     """
     particles = check_particles(particles)
     scores = check_scores(scores, particles)
+    check_estimator(estimator, particles.shape[0], squared)
+    value = _ksd(particles, scores, kernel, estimator, block_size)
+    return value if squared else jnp.sqrt(value)
+
+
+def check_estimator(estimator: str, n: int, squared: bool = True) -> None:
+    """Validate an ``estimator`` name (and that the unsquared value is asked of the V-statistic only)."""
     if estimator not in ESTIMATORS:
         raise ValueError(f"`estimator` must be one of {ESTIMATORS}; received {estimator!r}")
-    n = particles.shape[0]
     if estimator == "u" and n < 2:
         raise ValueError(f"the U-statistic needs at least 2 particles; received `particles` with n = {n}")
+    if not squared and estimator != "v":
+        raise ValueError("`squared=False` (the square root) is defined for the V-statistic only; the U-statistic can be negative")
+
+
+def _ksd(particles, scores, kernel, estimator, block_size):
+    """Squared KSD without input checks (see :func:`ksd`)."""
+    n = particles.shape[0]
     dense = block_size is None or block_size >= n
     sqdist = squared_distances(particles, particles) if dense else None
     kernel = kernel.resolve(particles, sqdist, block_size)
@@ -219,4 +234,3 @@ def ksd(
     if estimator == "v":
         return total / (n * n)
     return (total - jnp.sum(_stein_kernel_diagonal(particles, scores, kernel))) / (n * (n - 1))
-

@@ -1,0 +1,145 @@
+"""Kernelized complete-conditional Stein discrepancy (KCC-SD; Singhal, Lahlou & Ranganath, arXiv 1904.04478).
+
+The v1 text lost its equations; the construction is rebuilt in ALGORITHMS.md
+section B and decided here. The Stein set holds ``f = (f_1, ..., f_d)`` with each
+``f_i`` a **univariate** function of ``x_i`` in the RKHS of a 1-D kernel ``k``, and the
+operator uses the **joint** score ``s = nabla log p``. Its per-coordinate Stein kernel
+
+.. math::
+
+    k_{cc}^i(x, y) = s_i(x) s_i(y) k(x_i, y_i) + s_i(x) \\partial_{y_i} k + s_i(y) \\partial_{x_i} k
+                     + \\partial_{x_i} \\partial_{y_i} k
+
+is exactly the one-dimensional Langevin Stein kernel of column ``i`` with score
+column ``i`` (:func:`steinax.stein.stein_kernel_matrix` on ``[n, 1]`` inputs), so
+
+.. math::
+
+    \\mathrm{KCC\\text{-}SD}^2(q, p) = \\sum_i \\mathbb E_{x, y \\sim q}\\, k_{cc}^i(x, y).
+
+Conventions (the same as :func:`steinax.ksd`): :func:`kcc_sd` returns the
+**squared** sum, as a V-statistic (default) or U-statistic; ``squared=False``
+gives its square root, the paper's L2 combination ``||(w_1, ..., w_d)||_2`` with
+``w_i = sqrt(E k_cc^i)`` (V-statistic only). The kernel acts per coordinate
+(:func:`steinax.kernels.base.map_coordinates`): a ``[d]`` bandwidth is sliced,
+median rules read one coordinate.
+
+**Blind spot** (ALGORITHMS.md section B, not stated in the paper): each ``k_cc^i``
+sees ``q`` only through the pairs ``(x_i, s_i(x))``; when ``p``'s coordinates are
+independent, KCC-SD is zero at the population level for every ``q`` with ``p``'s
+marginals, e.g. ``q = N(0, [[1, rho], [rho, 1]])`` against ``p = N(0, I)``. Use
+:func:`steinax.ksd`, or :func:`kcc_sd_conditional` when ``q``'s complete
+conditionals can be sampled. For the same reason the paper's Theorem 3
+(KCC-SD >= KSD) does not hold for this construction in general.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+
+from steinax._validation import check_particles, check_scores
+from steinax.kernels.base import AbstractKernel, map_coordinates
+from steinax.stein.ksd import SteinTerms, _ksd, check_estimator, stein_kernel_from_terms
+
+__all__ = ["complete_conditional_scores", "kcc_sd", "kcc_sd_conditional", "kcc_sd_coordinates"]
+
+
+def kcc_sd_coordinates(
+    particles: jax.Array, scores: jax.Array, kernel: AbstractKernel, estimator: str = "v", *, block_size: int | None = None
+) -> jax.Array:
+    """The ``d`` per-coordinate terms ``E k_cc^i`` of :func:`kcc_sd` (squared, ``[d]``)."""
+    particles = check_particles(particles)
+    scores = check_scores(scores, particles)
+    check_estimator(estimator, particles.shape[0])
+    return map_coordinates(lambda col, s_col, k_i: _ksd(col, s_col, k_i, estimator, block_size), particles, scores, kernel)
+
+
+def kcc_sd(
+    particles: jax.Array,
+    scores: jax.Array,
+    kernel: AbstractKernel,
+    estimator: str = "v",
+    *,
+    block_size: int | None = None,
+    squared: bool = True,
+) -> jax.Array:
+    """Squared KCC-SD ``sum_i E_{x, y ~ q} k_cc^i(x, y)`` (see the module docstring).
+
+    Args:
+        particles: ``[n, d]`` samples of ``q``.
+        scores: ``[n, d]`` joint scores ``nabla log p`` at ``particles``.
+        kernel: the univariate base kernel (RBF with a float, a ``[d]`` vector or a
+            median rule applied per coordinate; IMQ).
+        estimator: ``"v"`` (default) or ``"u"``.
+        block_size: row blocks per coordinate, memory O(block_size * n).
+        squared: ``False`` returns the square root (V-statistic only).
+
+    In ``d = 1`` this is :func:`steinax.ksd` with the same kernel.
+    """
+    particles = check_particles(particles)
+    scores = check_scores(scores, particles)
+    check_estimator(estimator, particles.shape[0], squared)
+    value = jnp.sum(kcc_sd_coordinates(particles, scores, kernel, estimator, block_size=block_size))
+    return value if squared else jnp.sqrt(value)
+
+
+def complete_conditional_scores(logdensity: Callable, particles: jax.Array, conditional_samples: jax.Array) -> jax.Array:
+    """``t[a, i] = d_i log p`` at ``x_a`` with coordinate ``i`` replaced by ``conditional_samples[a, i]``.
+
+    ``n * d`` gradient evaluations (one per modified point), batched with ``vmap``.
+    """
+    particles = check_particles(particles)
+    conditional_samples = check_scores(conditional_samples, particles, name="conditional_samples")
+    grad = jax.grad(logdensity)
+    d = particles.shape[1]
+
+    def one(x, y):
+        return jax.vmap(lambda i, yi: grad(x.at[i].set(yi))[i])(jnp.arange(d), y)
+
+    return jax.vmap(one)(particles, conditional_samples)
+
+
+def kcc_sd_conditional(
+    particles: jax.Array,
+    scores: jax.Array,
+    conditional_samples: jax.Array,
+    conditional_scores: jax.Array,
+    kernel: AbstractKernel,
+) -> jax.Array:
+    """Conditional KCC-SD, for samplers whose complete conditionals ``q(x_i | x_-i)`` can be sampled.
+
+    .. math::
+
+        \\mathrm{KCC\\text{-}SD}_{cond}^2 = \\sum_i \\mathbb E_{x \\sim q,\\; y_i \\sim q(\\cdot \\mid x_{-i})}
+            k_{cc}^i\\big(x, (y_i, x_{-i})\\big)
+
+    (ALGORITHMS.md section B, item 3): the 1-D KSD between ``q(. | x_-i)`` and
+    ``p(. | x_-i)`` averaged over ``x_-i``, so it is zero only when every
+    complete conditional matches, and it sees dependence between coordinates
+    that :func:`kcc_sd` misses. Estimated without bias in O(n d) by pairing each
+    ``x_a`` with one conditional draw per coordinate.
+
+    Args:
+        particles, scores: ``[n, d]`` samples of ``q`` and ``nabla log p`` there.
+        conditional_samples: ``[n, d]``; entry ``(a, i)`` is a draw from ``q(x_i | x_{a,-i})``
+            (e.g. one more Gibbs update of coordinate ``i`` from ``x_a``).
+        conditional_scores: ``[n, d]``; entry ``(a, i)`` is ``d_i log p`` at ``x_a`` with
+            coordinate ``i`` replaced (:func:`complete_conditional_scores`).
+        kernel: univariate base kernel; median rules are resolved per coordinate on ``particles``.
+    """
+    particles = check_particles(particles)
+    scores = check_scores(scores, particles)
+    y = check_scores(conditional_samples, particles, name="conditional_samples")
+    t = check_scores(conditional_scores, particles, name="conditional_scores")
+
+    def one(col, s_col, k_i, y_col, t_col):
+        k_i = k_i.resolve(col)  # a median rule reads this coordinate only
+        h = jnp.ones((), col.dtype) if k_i.scale is None else k_i.scale
+        diff = col - y_col
+        terms = SteinTerms(diff * diff / h, s_col * t_col, diff * (t_col - s_col) / h, diff * diff / (h * h), 1.0 / h)
+        return jnp.mean(stein_kernel_from_terms(k_i, terms))  # pairs (x_a, (y_ai, x_a,-i)), elementwise
+
+    return jnp.sum(map_coordinates(one, particles, scores, kernel, y, t))

@@ -1,0 +1,112 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import steinax
+from steinax.kernels import IMQ, RBF
+from steinax.stein import complete_conditional_scores, kcc_sd, kcc_sd_conditional, kcc_sd_coordinates
+from reference import naive_kcc_sd, naive_stein_kernel
+
+
+def _data(key, n=9, d=3):
+    x = jax.random.normal(key, (n, d)) * 1.3 + 0.2
+    return x, -x + 0.3 * jnp.cos(2 * x)
+
+
+def _liu_h(col):
+    d2 = (col[:, None] - col[None, :]) ** 2
+    med = np.median(d2)
+    return med / np.log(len(col) + 1) if med > 0 else 1.0
+
+
+@pytest.mark.parametrize("name", ["rbf", "rbf_vector", "rbf_median", "imq"])
+def test_kcc_sd_equals_naive_loops(key, name):
+    x, s = _data(key)
+    xn = np.asarray(x, np.float64)
+    if name == "rbf":
+        kernel, fns = RBF(1.5), [lambda a, b: jnp.exp(-((a - b) ** 2) / 1.5)] * 3
+    elif name == "rbf_vector":
+        hs = [0.5, 1.0, 2.0]
+        kernel, fns = RBF(jnp.array(hs)), [lambda a, b, h=h: jnp.exp(-((a - b) ** 2) / h) for h in hs]
+    elif name == "rbf_median":  # Liu's rule on each coordinate alone
+        hs = [_liu_h(xn[:, i]) for i in range(3)]
+        kernel, fns = RBF("liu"), [lambda a, b, h=h: jnp.exp(-((a - b) ** 2) / h) for h in hs]
+    else:
+        kernel, fns = IMQ(1.0, -0.5), [lambda a, b: (1.0 + (a - b) ** 2) ** -0.5] * 3
+    for est in ("v", "u"):
+        naive = naive_kcc_sd(x, s, fns, est)
+        np.testing.assert_allclose(kcc_sd(x, s, kernel, est), naive, rtol=2e-4, atol=1e-6)
+        np.testing.assert_allclose(kcc_sd(x, s, kernel, est, block_size=4), naive, rtol=2e-4, atol=1e-6)
+    assert kcc_sd_coordinates(x, s, kernel).shape == (3,)
+    np.testing.assert_allclose(kcc_sd(x, s, kernel, squared=False), np.sqrt(kcc_sd(x, s, kernel)), rtol=1e-6)
+
+
+def test_kcc_sd_in_one_dimension_is_ksd(key):
+    x, s = _data(key, n=15, d=1)
+    for kernel in (RBF(0.7), RBF("liu"), RBF("pairs"), IMQ(0.5, -0.3)):
+        for est in ("v", "u"):
+            np.testing.assert_allclose(kcc_sd(x, s, kernel, est), steinax.ksd(x, s, kernel, est), rtol=1e-5, atol=1e-7)
+
+
+def test_bad_input(key):
+    x, s = _data(key)
+    with pytest.raises(ValueError, match="V-statistic only"):
+        kcc_sd(x, s, IMQ(), "u", squared=False)
+    with pytest.raises(ValueError, match="`scores` must have the same shape"):
+        kcc_sd(x, s[:, :2], IMQ())
+    with pytest.raises(ValueError, match="length d = 3"):
+        kcc_sd(x, s, RBF(jnp.array([1.0, 2.0])))
+    with pytest.raises(ValueError, match="`conditional_samples` must have the same shape"):
+        kcc_sd_conditional(x, s, x[:, :2], s, IMQ())
+
+
+def _correlated(key, n, rho):
+    """x ~ q = N(0, [[1, rho], [rho, 1]]) and one draw per coordinate from q's complete conditionals."""
+    k1, k2 = jax.random.split(key)
+    z = jax.random.normal(k1, (n, 2))
+    x = jnp.stack([z[:, 0], rho * z[:, 0] + jnp.sqrt(1 - rho**2) * z[:, 1]], axis=1)
+    e = jax.random.normal(k2, (n, 2))
+    y = rho * x[:, ::-1] + jnp.sqrt(1 - rho**2) * e  # y_i ~ N(rho x_j, 1 - rho^2)
+    return x, y
+
+
+def test_blind_spot_and_theorem_3_counterexample_and_the_conditional_variant():
+    """p = N(0, I), q = N(0, [[1, rho], [rho, 1]]) (ALGORITHMS.md section B).
+
+    KCC-SD's population value is 0 for every rho, KSD's is not: at rho = 0.9 the U-statistics
+    (n = 600, fixed seed) give KCC-SD^2 within sampling noise of 0 (|U| < 0.01; its standard error
+    here is about 0.002) and KSD^2 about 0.35, so KCC-SD >= KSD (the paper's Theorem 3) fails for
+    RBF and IMQ with equal parameters. The conditional variant sees the correlation: about 0.3
+    at rho = 0.9 against |value| < 0.02 at rho = 0 (its standard error at n = 600 is about 0.005).
+    """
+    logp = lambda z: -0.5 * jnp.sum(z * z)  # noqa: E731
+    key = jax.random.key(7)
+    for kernel in (RBF(1.0), IMQ(1.0, -0.5)):
+        x, y = _correlated(key, 600, 0.9)
+        s = -x
+        kcc, ksd = float(kcc_sd(x, s, kernel, "u")), float(steinax.ksd(x, s, kernel, "u"))
+        assert abs(kcc) < 0.01, kcc
+        assert ksd > 0.1 and kcc < ksd  # Theorem 3 violated
+        t = complete_conditional_scores(logp, x, y)
+        cond_09 = float(kcc_sd_conditional(x, s, y, t, kernel))
+        x0, y0 = _correlated(key, 600, 0.0)
+        cond_0 = float(kcc_sd_conditional(x0, -x0, y0, complete_conditional_scores(logp, x0, y0), kernel))
+        assert cond_09 > 0.1 and abs(cond_0) < 0.02, (cond_09, cond_0)
+
+
+def test_conditional_variant_and_scores_equal_naive_loops(key):
+    x, s = _data(key, n=6, d=3)
+    y = x + 0.4 * jax.random.normal(jax.random.key(3), x.shape)
+    logp = lambda z: -0.5 * jnp.sum(z * z) + 0.3 * jnp.sum(jnp.sin(z)) + 0.2 * z[0] * z[1]  # noqa: E731
+    s = jax.vmap(jax.grad(logp))(x)
+    t = complete_conditional_scores(logp, x, y)
+    naive_t = np.zeros(x.shape)
+    for a in range(6):
+        for i in range(3):
+            naive_t[a, i] = float(jax.grad(logp)(x[a].at[i].set(y[a, i]))[i])
+    np.testing.assert_allclose(t, naive_t, rtol=1e-5, atol=1e-6)
+    h = 0.8
+    u = naive_stein_kernel(lambda a, b: jnp.exp(-((a[0] - b[0]) ** 2) / h))
+    naive = sum(float(u(x[a, i : i + 1], y[a, i : i + 1], s[a, i : i + 1], t[a, i : i + 1])) for a in range(6) for i in range(3)) / 6
+    np.testing.assert_allclose(kcc_sd_conditional(x, s, y, t, RBF(h)), naive, rtol=1e-4, atol=1e-6)
