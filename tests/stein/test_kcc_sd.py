@@ -74,11 +74,13 @@ def _correlated(key, n, rho):
 def test_blind_spot_and_theorem_3_counterexample_and_the_conditional_variant():
     """p = N(0, I), q = N(0, [[1, rho], [rho, 1]]) (ALGORITHMS.md section B).
 
-    KCC-SD's population value is 0 for every rho, KSD's is not: at rho = 0.9 the U-statistics
-    (n = 600, fixed seed) give KCC-SD^2 within sampling noise of 0 (|U| < 0.01; its standard error
-    here is about 0.002) and KSD^2 about 0.35, so KCC-SD >= KSD (the paper's Theorem 3) fails for
-    RBF and IMQ with equal parameters. The conditional variant sees the correlation: about 0.3
-    at rho = 0.9 against |value| < 0.02 at rho = 0 (its standard error at n = 600 is about 0.005).
+    KCC-SD's population value is 0 for every rho, KSD's is not. Bounds from 100 replications at
+    n = 600 (standard deviations of the estimators): KCC-SD^2 U-statistic at rho = 0.9 has sd 0.005
+    (RBF) / 0.004 (IMQ), so |U| < 0.025 is a 5-sd bound; KSD^2 is about 0.39 (RBF) / 0.23 (IMQ), so
+    KCC-SD >= KSD (the paper's Theorem 3) fails for RBF and IMQ with equal parameters. The
+    conditional variant (one draw per coordinate, sd 0.08 / 0.06 at rho = 0, 0.12 / 0.10 at
+    rho = 0.9) is about 2.35 / 1.98 at rho = 0.9: > 1 is a > 10-sd margin, and |value| < 0.35 at
+    rho = 0 is a > 4-sd bound. Declared failure rate below 1e-4 with the fixed seed.
     """
     logp = lambda z: -0.5 * jnp.sum(z * z)  # noqa: E731
     key = jax.random.key(7)
@@ -86,13 +88,13 @@ def test_blind_spot_and_theorem_3_counterexample_and_the_conditional_variant():
         x, y = _correlated(key, 600, 0.9)
         s = -x
         kcc, ksd = float(kcc_sd(x, s, kernel, "u")), float(steinax.ksd(x, s, kernel, "u"))
-        assert abs(kcc) < 0.01, kcc
+        assert abs(kcc) < 0.025, kcc
         assert ksd > 0.1 and kcc < ksd  # Theorem 3 violated
         t = complete_conditional_scores(logp, x, y)
         cond_09 = float(kcc_sd_conditional(x, s, y, t, kernel))
         x0, y0 = _correlated(key, 600, 0.0)
         cond_0 = float(kcc_sd_conditional(x0, -x0, y0, complete_conditional_scores(logp, x0, y0), kernel))
-        assert cond_09 > 0.1 and abs(cond_0) < 0.02, (cond_09, cond_0)
+        assert cond_09 > 1.0 and abs(cond_0) < 0.35, (cond_09, cond_0)
 
 
 def test_conditional_variant_and_scores_equal_naive_loops(key):
