@@ -59,7 +59,17 @@ def main(argv=None):
     p.add_argument("--batch-size", type=int, default=100)
     p.add_argument("--bandwidth", default="1.0", help="a fixed RBF bandwidth h for both methods, or 'median'")
     p.add_argument("--out", default="docs/experiments/kcc_sd")
+    p.add_argument("--replot", action="store_true", help="redraw the figure from the CSV written earlier")
     args = p.parse_args(argv)
+    if args.replot:
+        import csv
+
+        tag = "" if args.bandwidth == "1.0" else f"_h{args.bandwidth}"
+        path = os.path.join(args.out, f"bnn_map_difference{tag}.csv")
+        with open(path) as f:
+            rows = [{k: (v if k in ("method", "bandwidth") else float(v)) for k, v in r.items()} for r in csv.DictReader(f)]
+        plot(rows, args, path[:-4] + ".png")
+        return
     X, y = load_boston()
     if args.bandwidth == "median":
         methods = {"svgd": steinax.svgd(), "cc_svgd": steinax.cc_svgd()}
@@ -101,6 +111,11 @@ def main(argv=None):
         print(f"{width:>6} {model.dim:>6} {stats['svgd'][:, 0].mean():>12.4g} {stats['cc_svgd'][:, 0].mean():>12.4g} "
               f"{stats['svgd'][:, 1].mean():>10.3g} {stats['cc_svgd'][:, 1].mean():>10.3g}", flush=True)
     write_csv_atomically(os.path.join(args.out, f"bnn_map_difference{tag}.csv"), rows)
+    plot(rows, args, os.path.join(args.out, f"bnn_map_difference{tag}.png"))
+    print(f"wrote {args.out}/bnn_map_difference{tag}.csv and .png")
+
+
+def plot(rows, args, path):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -108,19 +123,18 @@ def main(argv=None):
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, key, label in zip(axes, ("diff", "rel"), ("||Phi - MAP||_F", "||Phi - MAP||_F / ||MAP||_F")):
-        for name in methods:
+        for name in ("svgd", "cc_svgd"):
             sel = [r for r in rows if r["method"] == name]
             ax.errorbar([r["width"] for r in sel], [r[f"{key}_mean"] for r in sel], yerr=[r[f"{key}_std"] for r in sel],
                         marker="o", capsize=3, label=name)
         ax.set_xscale("log")
-        ax.set_yscale("symlog", linthresh=1e-6)
+        ax.set_yscale("log")
         ax.set_xlabel("hidden units")
         ax.set_ylabel(label)
         ax.set_title(f"Boston BNN, n={args.particles}, after {args.steps} its, h={args.bandwidth}")
         ax.legend()
     fig.tight_layout()
-    save_figure(fig, os.path.join(args.out, f"bnn_map_difference{tag}.png"))
-    print(f"wrote {args.out}/bnn_map_difference{tag}.csv and .png")
+    save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -89,3 +89,12 @@ def test_kernels_are_pytrees_and_jit_arguments(key):
         leaves = jax.tree_util.tree_leaves(k)
         assert all(isinstance(l, jax.Array) for l in leaves)
         np.testing.assert_allclose(jax.jit(lambda k, x: k.gram(x, x))(k, x), k.gram(x, x), rtol=1e-6)
+
+
+def test_self_distances_are_exactly_zero(key):
+    """The expanded form leaves ~eps ||x||^2 on the diagonal; self-distances are set to 0 (dense and blocked)."""
+    x = 3.0 + jax.random.normal(key, (6, 400))
+    assert bool(jnp.all(jnp.diag(squared_distances(x, x)) == 0.0))
+    blocked = squared_distances(x[2:5], x, row_index=jnp.array([2, 3, 4]))
+    assert bool(jnp.all(jnp.array([blocked[0, 2], blocked[1, 3], blocked[2, 4]]) == 0.0))
+    np.testing.assert_allclose(blocked, squared_distances(x, x)[2:5], rtol=1e-5)

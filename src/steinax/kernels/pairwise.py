@@ -20,7 +20,9 @@ import jax.numpy as jnp
 __all__ = ["squared_distances", "scan_row_blocks", "map_row_blocks", "fold_row_blocks"]
 
 
-def squared_distances(x: jax.Array, y: jax.Array, scale: jax.Array | float | None = None) -> jax.Array:
+def squared_distances(
+    x: jax.Array, y: jax.Array, scale: jax.Array | float | None = None, *, row_index: jax.Array | None = None
+) -> jax.Array:
     """Matrix of (scaled) squared distances ``D_ij = sum_d (x_id - y_jd)^2 / s_d``.
 
     Args:
@@ -28,10 +30,18 @@ def squared_distances(x: jax.Array, y: jax.Array, scale: jax.Array | float | Non
         y: ``[m, d]`` points.
         scale: ``None`` (no scaling), a positive scalar, or a ``[d]`` vector of
             positive per-dimension scales ``s_d``.
+        row_index: when ``x`` is a block of rows of ``y``, their indices in ``y``
+            (``-1`` for padding), so the self-distances are set to exactly 0.
 
     Returns:
         ``[n, m]`` array, clamped to be ``>= 0``. Never forms an ``n x m x d`` tensor.
+        The self-distances (``x is y``, or those named by ``row_index``) are exactly 0:
+        in the expanded form they carry a rounding error of about
+        ``eps * ||x - centre||^2``, which in float32 and high dimension would make
+        ``k(x, x)`` visibly differ from ``kappa(0)``.
     """
+    if row_index is None and x is y:
+        row_index = jnp.arange(x.shape[0])
     centre = jnp.mean(y, axis=0, keepdims=True)
     x = x - centre
     y = y - centre
@@ -43,6 +53,8 @@ def squared_distances(x: jax.Array, y: jax.Array, scale: jax.Array | float | Non
     xx = jnp.sum(x * x, axis=-1)
     yy = jnp.sum(y * y, axis=-1)
     d2 = xx[:, None] + yy[None, :] - 2.0 * (x @ y.T)
+    if row_index is not None:
+        d2 = jnp.where(row_index[:, None] == jnp.arange(y.shape[0])[None, :], 0.0, d2)
     return jnp.maximum(d2, 0.0)
 
 

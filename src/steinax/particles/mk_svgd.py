@@ -109,7 +109,7 @@ class MKSVGD(AbstractParticleMethod):
 
         def rows(acc, idx, x_rows, s_rows):
             # the kernel-independent terms of this row block, then all kernels on them at once
-            terms = stein_terms(x_rows, s_rows, particles, scores, for_sums=True)
+            terms = stein_terms(x_rows, s_rows, particles, scores, for_sums=True, row_index=idx)
             sums, (kmat, rmat) = multi_kernel_block(kernels, terms, _padding_mask(idx, n, self.block_size), w)
             return acc + sums, stein_direction_rows(kmat, rmat, x_rows, particles, scores)
 

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 
 from steinax._validation import check_particles, check_scores
 from steinax.kernels.base import RBF, AbstractKernel
-from steinax.kernels.pairwise import map_row_blocks, squared_distances
+from steinax.kernels.pairwise import scan_row_blocks, squared_distances
 from steinax.particles.base import AbstractParticleMethod
 
 __all__ = ["svgd_direction", "stein_direction_rows", "SVGD", "svgd"]
@@ -69,7 +69,12 @@ def _svgd(particles, scores, kernel, block_size):
         kernel = kernel.resolve(particles, sqdist)
         return _direction_rows(particles, particles, scores, kernel, sqdist) / n, kernel
     kernel = kernel.resolve(particles, None, block_size)
-    rows = map_row_blocks(lambda xr: _direction_rows(xr, particles, scores, kernel), n, block_size, particles)
+
+    def block(acc, idx, xr):
+        sqdist = None if kernel.scale is not None and jnp.ndim(kernel.scale) == 1 else squared_distances(xr, particles, row_index=idx)
+        return acc, _direction_rows(xr, particles, scores, kernel, sqdist)
+
+    rows = scan_row_blocks(block, (), n, block_size, particles)[1]
     return rows / n, kernel
 
 

@@ -56,10 +56,12 @@ class SteinTerms(eqx.Module):
         return self.gram, 2.0 * (self.cross - self.inv_h_sum), -4.0 * self.sq_over_h2
 
 
-def stein_terms(x, score_x, y, score_y, scale=None, sqdist=None, *, for_sums=False) -> SteinTerms:
+def stein_terms(x, score_x, y, score_y, scale=None, sqdist=None, *, for_sums=False, row_index=None) -> SteinTerms:
     """Build :class:`SteinTerms` with matrix products (no ``n x m x d`` tensor).
 
-    ``sqdist`` are optional unscaled squared distances of ``x`` and ``y``.
+    ``sqdist`` are optional unscaled squared distances of ``x`` and ``y``;
+    ``row_index`` the indices of ``x``'s rows in ``y`` when ``x`` is a row block
+    of ``y`` (self-distances exactly 0, :func:`~steinax.kernels.squared_distances`).
 
     ``for_sums=True`` is for callers that only need the sum of the Stein kernel
     over **all** ordered pairs of one sample (``x`` a row block of ``y``, every
@@ -72,12 +74,13 @@ def stein_terms(x, score_x, y, score_y, scale=None, sqdist=None, *, for_sums=Fal
     d = x.shape[1]
     if scale is None or jnp.ndim(scale) == 0:
         h = jnp.ones((), x.dtype) if scale is None else scale
-        d2 = squared_distances(x, y) if sqdist is None else sqdist
+        d2 = squared_distances(x, y, row_index=row_index) if sqdist is None else sqdist
         inv_row = 1.0 / h
         sq, sq2, inv_sum = d2 / h, d2 / (h * h), d / h
     else:
         inv_row = (1.0 / scale)[None, :]
-        sq, sq2, inv_sum = squared_distances(x, y, scale), squared_distances(x, y, scale * scale), jnp.sum(1.0 / scale)
+        sq = squared_distances(x, y, scale, row_index=row_index)
+        sq2, inv_sum = squared_distances(x, y, scale * scale, row_index=row_index), jnp.sum(1.0 / scale)
     # (x_i - y_j)^T ((s(y_j) - s(x_i)) / h) is translation invariant in x: centre first
     centre = jnp.mean(y, axis=0, keepdims=True)
     xc, yc = x - centre, y - centre
@@ -224,7 +227,8 @@ def _ksd(particles, scores, kernel, estimator, block_size):
     kernel = kernel.resolve(particles, sqdist, block_size)
 
     def rows(acc, row_index, xr, sr):
-        u = stein_kernel_matrix(xr, sr, particles, scores, kernel)
+        terms = stein_terms(xr, sr, particles, scores, kernel.scale, row_index=row_index)
+        u = stein_kernel_from_terms(kernel, terms)
         return acc + jnp.sum(jnp.where((row_index >= 0)[:, None], u, 0.0))
 
     if dense:

@@ -143,7 +143,7 @@ def kernel_ksds(particles, scores, kernels, estimator: str = "v", *, sqdist=None
 
     def block(acc, idx, xr, sr):
         d2 = sqdist if dense else None
-        terms = stein_terms(xr, sr, particles, scores, None, d2, for_sums=True)
+        terms = stein_terms(xr, sr, particles, scores, None, d2, for_sums=True, row_index=None if dense else idx)
         return acc + multi_kernel_block(kernels, terms, _padding_mask(idx, n, block_size))[0]
 
     sums = fold_row_blocks(block, jnp.zeros((len(kernels),), particles.dtype), n, block_size, particles, scores)
