@@ -1,0 +1,83 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import steinax
+from steinax.kernels import IMQ, RBF
+from steinax.stein import gof_test, kcc_sd, stein_kernel_matrix
+
+
+def _full_h(kind, x, s, kernel):
+    if kind == "ksd":
+        return np.asarray(stein_kernel_matrix(x, s, x, s, kernel.resolve(x)), np.float64)
+    return sum(np.asarray(stein_kernel_matrix(x[:, i:i + 1], s[:, i:i + 1], x[:, i:i + 1], s[:, i:i + 1],
+                                              kernel.coordinate(i).resolve(x[:, i:i + 1])), np.float64)
+               for i in range(x.shape[1]))
+
+
+@pytest.mark.parametrize("kind", ["ksd", "kcc_sd"])
+@pytest.mark.parametrize("estimator", ["v", "u"])
+def test_statistic_and_bootstrap_equal_a_direct_computation(key, kind, estimator):
+    n, B = 17, 64
+    x = jax.random.normal(key, (n, 3)) + 0.3
+    s = -x
+    kernel = IMQ() if kind == "ksd" else RBF("liu")
+    rk = jax.random.key(5)
+    res = gof_test(x, s, kernel, rng_key=rk, kind=kind, estimator=estimator, n_bootstrap=B)
+    blocked = gof_test(x, s, kernel, rng_key=rk, kind=kind, estimator=estimator, n_bootstrap=B, block_size=5)
+    h = _full_h(kind, x, s, kernel)
+    w = np.asarray(jax.random.rademacher(rk, (B, n), x.dtype), np.float64)
+    if estimator == "v":
+        stat = h.sum() / n
+        boot = np.array([wb @ h @ wb for wb in w]) / n
+    else:
+        off = h - np.diag(np.diag(h))
+        stat = off.sum() / (n - 1)
+        boot = np.array([wb @ off @ wb for wb in w]) / (n - 1)
+    direct = steinax.ksd(x, s, kernel, estimator) if kind == "ksd" else kcc_sd(x, s, kernel, estimator)
+    for r in (res, blocked):
+        np.testing.assert_allclose(r.statistic, stat, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(r.discrepancy, direct, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(r.p_value, (1 + np.sum(boot >= stat)) / (1 + B), atol=1.5 / (1 + B))
+        np.testing.assert_allclose(r.threshold, np.quantile(boot, 0.95), rtol=1e-3, atol=1e-4)
+
+
+def test_power_against_a_mean_shift(key):
+    x = jax.random.normal(key, (200, 5))
+    shifted = x.at[:, 0].add(1.0)
+    for kind in ("ksd", "kcc_sd"):
+        assert bool(gof_test(shifted, -shifted, rng_key=jax.random.key(1), kind=kind).reject)
+
+
+def test_bad_input(key):
+    x = jax.random.normal(key, (10, 2))
+    with pytest.raises(ValueError, match="`kind`"):
+        gof_test(x, -x, rng_key=key, kind="mmd")
+    with pytest.raises(ValueError, match="`level`"):
+        gof_test(x, -x, rng_key=key, level=1.5)
+    with pytest.raises(ValueError, match="NaN|non-finite"):
+        gof_test(x.at[0, 0].set(jnp.nan), -x, rng_key=key)
+    with pytest.raises(ValueError, match="`scores` must have the same shape"):
+        gof_test(x, -x[:, :1], rng_key=key)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["ksd", "kcc_sd"])
+@pytest.mark.parametrize("estimator", ["v", "u"])
+def test_calibration_under_the_null(kind, estimator):
+    """n = 200 exact samples of N(0, I_5), 200 replications, level 0.05, B = 500.
+
+    The rejection count is Binomial(200, 0.05) if the test is calibrated; its 99% interval is
+    [3, 19] (scipy.stats.binom.interval(0.99, 200, 0.05)), so a calibrated test fails this check
+    with probability about 1%.
+    """
+    reps, n = 200, 200
+
+    def one(k):
+        k1, k2 = jax.random.split(k)
+        x = jax.random.normal(k1, (n, 5))
+        return gof_test(x, -x, rng_key=k2, kind=kind, estimator=estimator, n_bootstrap=500).reject
+
+    rejections = int(jnp.sum(jax.lax.map(one, jax.random.split(jax.random.key(2026), reps))))
+    assert 3 <= rejections <= 19, rejections
