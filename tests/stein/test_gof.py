@@ -43,6 +43,15 @@ def test_statistic_and_bootstrap_equal_a_direct_computation(key, kind, estimator
         np.testing.assert_allclose(r.threshold, np.quantile(boot, 0.95), rtol=1e-3, atol=1e-4)
 
 
+def test_u_and_v_tests_agree_with_rademacher_multipliers(key):
+    """w_a^2 = 1: the diagonal shifts T and every T* by the same constant, so the p-values coincide."""
+    x = jax.random.normal(key, (40, 2)) * 1.2
+    for kind in ("ksd", "kcc_sd"):
+        v, u = (gof_test(x, -x, rng_key=jax.random.key(3), kind=kind, estimator=e, n_bootstrap=200) for e in "vu")
+        assert float(v.p_value) == float(u.p_value)
+        assert float(v.statistic) != float(u.statistic)
+
+
 def test_power_against_a_mean_shift(key):
     x = jax.random.normal(key, (200, 5))
     shifted = x.at[:, 0].add(1.0)

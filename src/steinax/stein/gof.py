@@ -12,7 +12,10 @@ of Chwialkowski, Strathmann & Gretton (2016) with Rademacher multipliers
     T^*_w = \\frac{1}{n} \\sum_{a, b} w_a w_b H_{ab},
 
 with ``1/(n - 1)`` and the diagonal excluded for the U-statistic; ``H`` is the
-Stein kernel matrix. (Liu, Lee & Jordan 2016's multinomial bootstrap does not
+Stein kernel matrix. With Rademacher multipliers ``w_a^2 = 1``, so the diagonal
+adds the same constant to ``T`` and to every ``T*`` (after the same rescaling):
+the U- and V-statistic tests return the same p-value and decision; both are
+offered because their statistics and thresholds differ. (Liu, Lee & Jordan 2016's multinomial bootstrap does not
 reproduce the degenerate null, so it is not offered.) ``p = (1 + #{T* >= T}) / (1 + B)``.
 
 The ``B`` bootstrap statistics are computed together as ``w^T H w`` for a
