@@ -53,8 +53,9 @@ def squared_distances(
     xx = jnp.sum(x * x, axis=-1)
     yy = jnp.sum(y * y, axis=-1)
     d2 = xx[:, None] + yy[None, :] - 2.0 * (x @ y.T)
-    if row_index is not None:
-        d2 = jnp.where(row_index[:, None] == jnp.arange(y.shape[0])[None, :], 0.0, d2)
+    if row_index is not None:  # a scatter of n entries, not a pass over the matrix; padding (-1) is dropped
+        cols = jnp.where(row_index >= 0, row_index, y.shape[0])
+        d2 = d2.at[jnp.arange(d2.shape[0]), cols].set(0.0, mode="drop")
     return jnp.maximum(d2, 0.0)
 
 
