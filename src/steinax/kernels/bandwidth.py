@@ -180,6 +180,17 @@ def _host_median(values, mask):
     return (0.5 * (part[:k].max() + part[k])).astype(v.dtype)
 
 
+def _use_host(dtype) -> bool:
+    """Host introselect on CPU for 32-bit floats; on-device bisection otherwise.
+
+    64-bit values stay on the device: when x64 is switched on with the
+    thread-local ``jax.enable_x64`` context manager, callbacks that run on XLA's
+    threads inside compiled loops see x64 off and JAX converts their float64
+    data to float32, so the host path cannot be trusted to keep float64.
+    """
+    return jax.default_backend() == "cpu" and jnp.dtype(dtype).itemsize <= 4
+
+
 def _dense_median(values: jax.Array, count: int, mask: jax.Array | None = None) -> jax.Array:
     """Exact median of a materialised array: introselect on CPU, bisection on accelerators.
 
@@ -188,7 +199,7 @@ def _dense_median(values: jax.Array, count: int, mask: jax.Array | None = None) 
     GPU/TPU the passes are cheap and the data stays on the device. Both are
     exact and return the same value (tested).
     """
-    if jax.default_backend() == "cpu":
+    if _use_host(values.dtype):
         shape = jax.ShapeDtypeStruct((), values.dtype)
         args = (values,) if mask is None else (values, mask)
         return jax.pure_callback(
@@ -327,7 +338,7 @@ def median_bandwidth(
     if rule == "per_dimension":
         if n < 2:
             return _finalise(jnp.zeros((particles.shape[1],), dtype), n)
-        if jax.default_backend() == "cpu" and n * (n - 1) // 2 <= _HOST_PAIRS:
+        if _use_host(dtype) and n * (n - 1) // 2 <= _HOST_PAIRS:
             shape = jax.ShapeDtypeStruct((particles.shape[1],), dtype)
             med = jax.pure_callback(_host_per_dimension_median, shape, particles, vmap_method="sequential")
             return _finalise(med, n)
