@@ -19,7 +19,6 @@ import sys
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from steinax.stein import gof_test
 
