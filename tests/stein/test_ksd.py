@@ -3,6 +3,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import steinax
 from steinax.kernels import IMQ, RBF
 from steinax.stein import ksd, stein_kernel_matrix
 from reference import kernel_zoo, naive_ksd
@@ -83,3 +84,38 @@ def test_errors(key):
         ksd(jnp.ones((3, 2), jnp.int32), jnp.ones((3, 2), jnp.int32), IMQ())
     with pytest.raises(ValueError, match="at least 2"):
         ksd(x[:1], s[:1], IMQ(), "u")
+
+
+def test_block_ksd_is_the_mean_of_block_u_statistics(key):
+    from steinax.stein import block_ksd
+
+    x = jax.random.normal(key, (103, 3)) + 0.4
+    s = -x
+    k = IMQ()
+    blocks = [steinax.ksd(x[i * 10:(i + 1) * 10], s[i * 10:(i + 1) * 10], k, "u") for i in range(10)]
+    np.testing.assert_allclose(block_ksd(x, s, k, block=10), np.mean(blocks), rtol=1e-5)
+    perm = jax.random.permutation(jax.random.key(4), 103)
+    np.testing.assert_allclose(block_ksd(x, s, k, block=10, rng_key=jax.random.key(4)),
+                               block_ksd(x[perm], s[perm], k, block=10), rtol=1e-6)
+    with pytest.raises(ValueError, match="`block` must be an integer >= 2"):
+        block_ksd(x, s, k, block=1)
+
+
+def test_block_ksd_is_unbiased_at_scale(key):
+    """n = 200,000 in d = 10 in linear time. Exact N(0, I) samples: the estimate is within 4 standard
+    errors of 0 (SE estimated from the block values' spread; failure rate ~6e-5); with one mean shifted
+    by 0.5 it is within 4 SE of the U-statistic of a 4,000-sample subset's expectation (both unbiased)."""
+    from steinax.stein import block_ksd
+
+    n, d, b = 200_000, 10, 50
+    x = jax.random.normal(key, (n, d))
+    k = IMQ()
+    est = float(block_ksd(x, -x, k, block=b))
+    per_block = jax.vmap(lambda xx: steinax.ksd(xx, -xx, k, "u"))(x.reshape(-1, b, d))
+    se = float(jnp.std(per_block) / jnp.sqrt(per_block.shape[0]))
+    np.testing.assert_allclose(est, float(jnp.mean(per_block)), rtol=1e-4, atol=1e-7)
+    assert abs(est) < 4 * se, (est, se)
+    mu = jnp.zeros((1, d)).at[0, 0].set(0.5)
+    shifted_est = float(block_ksd(x, -(x - mu), k, block=b))
+    full_u = float(steinax.ksd(x[:4000], -(x[:4000] - mu), k, "u"))
+    assert shifted_est > 10 * se and abs(shifted_est - full_u) < 4 * se + 0.01, (shifted_est, full_u, se)
