@@ -4,7 +4,7 @@ Particle variational inference (SVGD and its variants) and kernel Stein
 discrepancies, as pure functions on arrays with thin method and run-loop layers.
 """
 
-from steinax import datasets, kernels, metrics, models, stein, targets
+from steinax import datasets, diagnostics, kernels, metrics, models, stein, targets
 from steinax.kernels import IMQ, RBF
 from steinax.particles import (
     NonFiniteError,
@@ -26,6 +26,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "datasets",
+    "diagnostics",
     "kernels",
     "models",
     "stein",
