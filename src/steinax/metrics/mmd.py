@@ -37,7 +37,7 @@ def mmd2(x: jax.Array, y: jax.Array, bandwidth: float | AbstractKernel = 1.0, es
     if n < 2 or m < 2:
         raise ValueError("the U-statistic MMD needs at least 2 samples in each set")
     return (
-        (jnp.sum(kxx) - jnp.trace(kxx)) / (n * (n - 1))
+        (jnp.sum(kxx) - jnp.trace(kxx)) / float(n * (n - 1))
         + (jnp.sum(kyy) - jnp.trace(kyy)) / (m * (m - 1))
         - 2.0 * jnp.sum(kxy) / (n * m)
     )

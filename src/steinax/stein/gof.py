@@ -151,9 +151,9 @@ def gof_test(
     init = (jnp.zeros((), dtype), jnp.zeros((), dtype), jnp.zeros((n_bootstrap,), dtype))
     total, diag, boot = fold_row_blocks(block, init, n, block_size, samples, scores)
     if estimator == "v":
-        discrepancy, statistic, boot = total / (n * n), total / n, boot / n
+        discrepancy, statistic, boot = total / float(n * n), total / n, boot / n
     else:
-        discrepancy, statistic, boot = (total - diag) / (n * (n - 1)), (total - diag) / (n - 1), boot / (n - 1)
+        discrepancy, statistic, boot = (total - diag) / float(n * (n - 1)), (total - diag) / (n - 1), boot / (n - 1)
     p_value = (1.0 + jnp.sum(boot >= statistic)) / (1.0 + n_bootstrap)
     threshold = jnp.quantile(boot, 1.0 - level)
     return GofResult(

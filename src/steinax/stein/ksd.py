@@ -236,8 +236,8 @@ def _ksd(particles, scores, kernel, estimator, block_size):
     else:
         total = fold_row_blocks(rows, jnp.zeros((), particles.dtype), n, block_size, particles, scores)
     if estimator == "v":
-        return total / (n * n)
-    return (total - jnp.sum(_stein_kernel_diagonal(particles, scores, kernel))) / (n * (n - 1))
+        return total / float(n * n)
+    return (total - jnp.sum(_stein_kernel_diagonal(particles, scores, kernel))) / float(n * (n - 1))
 
 
 def block_ksd(

@@ -120,9 +120,9 @@ def kernel_ksds_from_sums(sums, particles, scores, kernels, estimator: str) -> j
     """Squared per-kernel KSDs from the sums over all ``n^2`` pairs (V: ``/n^2``; U: diagonal removed)."""
     n = particles.shape[0]
     if estimator == "v":
-        return sums / (n * n)
+        return sums / float(n * n)
     diag = jax.vmap(lambda k: jnp.sum(_stein_kernel_diagonal(particles, scores, k)))(stack_kernels(kernels))
-    return (sums - diag) / (n * (n - 1))
+    return (sums - diag) / float(n * (n - 1))
 
 
 def kernel_ksds(particles, scores, kernels, estimator: str = "v", *, sqdist=None, block_size=None) -> jax.Array:
