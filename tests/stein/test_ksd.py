@@ -101,6 +101,7 @@ def test_block_ksd_is_the_mean_of_block_u_statistics(key):
         block_ksd(x, s, k, block=1)
 
 
+@pytest.mark.slow
 def test_block_ksd_is_unbiased_at_scale(key):
     """n = 200,000 in d = 10 in linear time. Exact N(0, I) samples: the estimate is within 4 standard
     errors of 0 (SE estimated from the block values' spread; failure rate ~6e-5); with one mean shifted

@@ -33,11 +33,11 @@ def mmd2(x: jax.Array, y: jax.Array, bandwidth: float | AbstractKernel = 1.0, es
     n, m = x.shape[0], y.shape[0]
     kxx, kyy, kxy = kernel.gram(x, x), kernel.gram(y, y), kernel.gram(x, y)
     if estimator == "v":
-        return jnp.sum(kxx) / n**2 + jnp.sum(kyy) / m**2 - 2.0 * jnp.sum(kxy) / (n * m)
+        return jnp.sum(kxx) / float(n * n) + jnp.sum(kyy) / float(m * m) - 2.0 * jnp.sum(kxy) / float(n * m)
     if n < 2 or m < 2:
         raise ValueError("the U-statistic MMD needs at least 2 samples in each set")
     return (
         (jnp.sum(kxx) - jnp.trace(kxx)) / float(n * (n - 1))
-        + (jnp.sum(kyy) - jnp.trace(kyy)) / (m * (m - 1))
-        - 2.0 * jnp.sum(kxy) / (n * m)
+        + (jnp.sum(kyy) - jnp.trace(kyy)) / float(m * (m - 1))
+        - 2.0 * jnp.sum(kxy) / float(n * m)
     )
