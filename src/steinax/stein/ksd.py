@@ -227,7 +227,7 @@ def _ksd(particles, scores, kernel, estimator, block_size):
     kernel = kernel.resolve(particles, sqdist, block_size)
 
     def rows(acc, row_index, xr, sr):
-        terms = stein_terms(xr, sr, particles, scores, kernel.scale, row_index=row_index)
+        terms = stein_terms(xr, sr, particles, scores, kernel.scale, for_sums=True, row_index=row_index)
         u = stein_kernel_from_terms(kernel, terms)
         return acc + jnp.sum(jnp.where((row_index >= 0)[:, None], u, 0.0))
 
