@@ -8,10 +8,13 @@ returns the squared discrepancy (:func:`steinax.ksd` or
 :func:`steinax.stein.kcc_sd`) and, on request, the wild-bootstrap test
 (:func:`steinax.stein.gof_test`).
 
-Scores are taken in the space the samples live in: for a NumPyro model, pass
-the model's **unconstrained** samples with ``steinax.targets.from_numpyro``'s
-target (the discrepancy of constrained draws against the constrained density
-would need the change-of-variables Jacobian; steinax does not guess it).
+For a NumPyro model (``steinax.targets.from_numpyro``) with named draws (a
+DataTree such as ``arviz_base.from_numpyro(mcmc)``, or a dict ``site -> [n, ...]``)
+the constrained draws are mapped to the model's **unconstrained** space with
+NumPyro's bijections and the discrepancy is measured there, against the
+potential NumPyro samples (Jacobians included): that is the density the draws
+of NUTS/HMC target. Sites missing from the draws, or of the wrong shape, are
+named in the error.
 :func:`load_samples` reads ``.npy``, ``.csv`` and NetCDF files for the CLI.
 """
 
@@ -62,6 +65,20 @@ def as_sample_array(samples, var_names=None) -> np.ndarray:
     if arr.ndim != 2:
         raise ValueError(f"`samples` must be [n], [n, d] or [chains, draws, d]; received shape {arr.shape}")
     return arr
+
+
+def _site_dict(samples) -> dict:
+    """``site -> [n, ...]`` from a dict or the posterior of a DataTree / Dataset (chains and draws stacked)."""
+    if isinstance(samples, dict):
+        return {k: np.asarray(v) for k, v in samples.items()}
+    ds = samples["posterior"].to_dataset() if hasattr(samples, "children") and "posterior" in samples.children else samples
+    out = {}
+    for name in ds.data_vars:
+        arr = np.asarray(ds[name].values)
+        if {"chain", "draw"} <= set(ds[name].dims):
+            arr = arr.reshape((-1,) + arr.shape[2:])
+        out[name] = arr
+    return out
 
 
 def load_samples(path: str, var_names=None) -> np.ndarray:
@@ -131,8 +148,14 @@ def sample_quality(
     """
     if kind not in DISCREPANCIES:
         raise ValueError(f"`kind` must be one of {DISCREPANCIES}; received {kind!r}")
-    x = check_particles(jnp.asarray(as_sample_array(samples, var_names), dtype), "samples")
     tgt = as_target(target)
+    if hasattr(tgt, "unconstrain") and not hasattr(samples, "shape"):
+        # a NumPyro model and named draws: map the constrained draws to the model's unconstrained space
+        x = check_particles(jnp.asarray(tgt.unconstrain(_site_dict(samples)), dtype), "samples")
+    else:
+        x = check_particles(jnp.asarray(as_sample_array(samples, var_names), dtype), "samples")
+    if hasattr(tgt, "dim") and x.shape[1] != tgt.dim:
+        raise ValueError(f"`samples` have d = {x.shape[1]} columns but the target has dimension {tgt.dim}")
     try:
         _, scores = tgt.evaluate(jax.random.key(0), x)
     except (TypeError, ValueError) as exc:

@@ -31,6 +31,7 @@ class NumPyroTarget(AbstractTarget):
     unravel_fn: Callable = eqx.field(static=True)
     init_position: jax.Array
     site_names: tuple = eqx.field(static=True)
+    unconstrain_fn: Callable | None = eqx.field(static=True, default=None)
 
     @property
     def dim(self) -> int:
@@ -48,6 +49,27 @@ class NumPyroTarget(AbstractTarget):
         return jax.random.uniform(
             rng_key, (n, self.dim), self.init_position.dtype, minval=-radius, maxval=radius
         )
+
+    def unconstrain(self, samples: dict) -> jax.Array:
+        """``[n, d]`` unconstrained flat points from a dict ``site -> [n, ...]`` of constrained draws.
+
+        The inverse of :meth:`postprocess` on the latent sites (NumPyro's bijections),
+        e.g. to measure MCMC draws in the space where the scores are taken.
+        """
+        missing = [name for name in self.site_names if name not in samples]
+        if missing:
+            raise ValueError(f"the samples lack the model's latent sites {missing}; received sites {sorted(samples)}")
+        params = {name: jnp.asarray(samples[name]) for name in self.site_names}
+        shapes = {k: jnp.shape(v) for k, v in self.postprocess_fn(self.unravel_fn(self.init_position)).items()}
+        n = params[self.site_names[0]].shape[0] if params[self.site_names[0]].ndim else None
+        for name, value in params.items():
+            want = shapes[name]
+            if value.ndim == 0 or tuple(value.shape[1:]) != tuple(want) or value.shape[0] != n:
+                raise ValueError(
+                    f"site {name!r} must have shape [n, {', '.join(map(str, want))}]"
+                    f"{'' if n is None else f' with n = {n}'}; received {tuple(value.shape)}"
+                )
+        return jax.vmap(lambda p: ravel_pytree(self.unconstrain_fn(p))[0])(params)
 
     def postprocess(self, particles):
         """Dict ``site -> [n, ...]`` of constrained values (deterministic sites included)."""
@@ -72,7 +94,7 @@ def from_numpyro(model, *model_args, rng_key: jax.Array | None = None, **model_k
         1
     """
     try:
-        from numpyro.infer.util import initialize_model
+        from numpyro.infer.util import initialize_model, unconstrain_fn
     except ImportError as exc:  # pragma: no cover - exercised without the extra
         raise ImportError("from_numpyro needs NumPyro: pip install 'steinax[numpyro]'") from exc
     if not callable(model):
@@ -90,4 +112,5 @@ def from_numpyro(model, *model_args, rng_key: jax.Array | None = None, **model_k
         unravel_fn=unravel,
         init_position=flat,
         site_names=tuple(sorted(z0)),
+        unconstrain_fn=lambda params: unconstrain_fn(model, model_args, model_kwargs, params),
     )
