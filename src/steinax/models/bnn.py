@@ -1,6 +1,7 @@
 """Bayesian neural network regression: Liu & Wang (2016)'s model, reused by every paper's BNN experiment.
 
-One hidden layer of ``hidden`` ReLU units with biases, ``f(x) = relu(x W1 + b1) w2 + b2``,
+One hidden layer of ``hidden`` units with biases, ``f(x) = act(x W1 + b1) w2 + b2`` (ReLU by
+default; ``activation="sigmoid"`` or ``"tanh"`` for other papers' networks),
 Gaussian noise of precision ``gamma``, and a Gaussian prior of precision ``lambda``
 on all weights and biases; ``gamma, lambda ~ Gamma(a0, rate b0)``. A particle is the
 flat vector ``theta = [W1, b1, w2, b2, log gamma, log lambda]`` of dimension
@@ -47,12 +48,15 @@ class BNNRegression(eqx.Module):
     hidden: int = eqx.field(static=True, default=50)
     a0: float = eqx.field(static=True, default=1.0)
     b0: float = eqx.field(static=True, default=0.1)
+    activation: str = eqx.field(static=True, default="relu")
 
     def __check_init__(self):
         for name in ("n_features", "hidden"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"`{name}` must be a positive integer; received {value!r}")
+        if self.activation not in ("relu", "sigmoid", "tanh"):
+            raise ValueError(f"`activation` must be 'relu', 'sigmoid' or 'tanh'; received {self.activation!r}")
         if not (self.a0 > 0 and self.b0 > 0):
             raise ValueError(f"`a0` and `b0` must be positive; received a0={self.a0!r}, b0={self.b0!r}")
 
@@ -78,7 +82,8 @@ class BNNRegression(eqx.Module):
     def predict(self, theta: jax.Array, X: jax.Array) -> jax.Array:
         """Network output ``f(X)`` (``[N]``, standardised units) for one particle."""
         w1, b1, w2, b2, _, _ = self.unflatten(theta)
-        return jax.nn.relu(X @ w1 + b1[None, :]) @ w2 + b2
+        act = {"relu": jax.nn.relu, "sigmoid": jax.nn.sigmoid, "tanh": jnp.tanh}[self.activation]
+        return act(X @ w1 + b1[None, :]) @ w2 + b2
 
     def loglik(self, theta: jax.Array, example) -> jax.Array:
         """``log N(y | f(x), 1/gamma)`` for one example ``(x [p], y [])``."""
