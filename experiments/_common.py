@@ -34,3 +34,13 @@ def banner(title: str, settings: dict) -> None:
     print(f"== {title}")
     for k, v in settings.items():
         print(f"   {k}: {v}")
+
+
+def pyplot():
+    """``matplotlib.pyplot`` on the non-interactive Agg backend (the scripts only save figures)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt

@@ -37,7 +37,7 @@ from steinax.datasets import load_boston, train_test_split
 from steinax.models import BNNRegression
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner, save_figure, write_csv_atomically  # noqa: E402
+from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
 
 
 def update_difference(method, target, particles, key):
@@ -116,10 +116,7 @@ def main(argv=None):
 
 
 def plot(rows, args, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, key, label in zip(axes, ("diff", "rel"), ("||Phi - MAP||_F", "||Phi - MAP||_F / ||MAP||_F")):

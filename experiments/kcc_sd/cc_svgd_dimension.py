@@ -31,7 +31,7 @@ import steinax
 from steinax.targets import Gaussian
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner, save_figure, write_csv_atomically  # noqa: E402
+from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
 
 
 def make_target(kind: str, d: int) -> Gaussian:
@@ -86,10 +86,7 @@ def main(argv=None):
             print(f"{kind:<11} {d:>4} {res_k['svgd'][0]:>12.4g} {res_k['cc_svgd'][0]:>12.4g} "
                   f"{str(res_k['cc_svgd'][0] < res_k['svgd'][0]):>10}", flush=True)
     write_csv_atomically(os.path.join(args.out, f"cc_svgd_dimension{tag}.csv"), rows)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, kind in zip(axes, ("diagonal", "correlated")):

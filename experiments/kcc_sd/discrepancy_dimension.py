@@ -31,7 +31,7 @@ import steinax
 from steinax.stein import kcc_sd
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner, save_figure, write_csv_atomically  # noqa: E402
+from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
 
 
 def main(argv=None):
@@ -72,10 +72,7 @@ def main(argv=None):
                              "n": args.n, "seeds": args.seeds})
         print(f"{d:>5} {shift:>5.1f} " + " ".join(f"{vals[k][i]:>12.4g}" for k in kernels for i in (0, 1)), flush=True)
     write_csv_atomically(os.path.join(args.out, f"{stem}.csv"), rows)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for name in kernels:

@@ -28,7 +28,7 @@ from steinax.stein import kcc_sd
 from steinax.targets import Gaussian, GaussianMixture
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner, save_figure, write_csv_atomically  # noqa: E402
+from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
 
 
 def targets(d):
@@ -73,10 +73,7 @@ def main(argv=None):
                                  "mean": np.mean(v), "std": np.std(v), "d": args.d, "seeds": args.seeds})
             print(f"{n:>6} " + " ".join(f"{vals[k][i]:>12.4g}" for k in kernels for i in (0, 1)), flush=True)
     write_csv_atomically(os.path.join(args.out, "exact_samples.csv"), rows)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     names = list(targets(args.d))
     fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.6))

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from steinax.stein import gof_test
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner, save_figure, write_csv_atomically  # noqa: E402
+from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
 
 VARIANTS = [("ksd", "v"), ("ksd", "u"), ("kcc_sd", "v"), ("kcc_sd", "u")]
 
@@ -77,10 +77,7 @@ def main(argv=None):
                          "rate": count / args.power_reps, "kind": "power"})
         print(f"{shift:>6.2f} " + " ".join(f"{r:>10.2f}" for r in rates), flush=True)
     write_csv_atomically(os.path.join(args.out, "gof_calibration.csv"), rows)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for kind, est in VARIANTS:

@@ -24,7 +24,7 @@ import steinax
 from steinax.stein import kcc_sd
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner, save_figure, write_csv_atomically  # noqa: E402
+from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
 
 
 def main(argv=None):
@@ -52,10 +52,7 @@ def main(argv=None):
                 rows.append({"n": n, "kernel": name, "discrepancy": metric, "value": v, "d": args.d})
         print(f"{n:>5} " + " ".join(f"{v:>12.4g}" for v in vals), flush=True)
     write_csv_atomically(os.path.join(args.out, "nontight.csv"), rows)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for name in kernels:

@@ -30,7 +30,7 @@ import steinax
 from steinax.stein import kcc_sd
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner, save_figure, write_csv_atomically  # noqa: E402
+from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
 
 
 def posterior(key, d, n_obs):
@@ -98,10 +98,7 @@ def main(argv=None):
                              "error_std": np.std(v), "seeds": args.seeds})
             print(f"{d:>4} {iters:>6} {np.mean(errs['ksd']):>10.3f} {np.mean(errs['kcc_sd']):>11.3f}", flush=True)
     write_csv_atomically(os.path.join(args.out, "opvi_linear_regression.csv"), rows)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for obj in ("ksd", "kcc_sd"):

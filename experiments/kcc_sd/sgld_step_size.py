@@ -36,7 +36,7 @@ from steinax.models import BNNRegression
 from steinax.stein import kcc_sd
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner, save_figure, write_csv_atomically  # noqa: E402
+from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
 
 
 def run_sgld(model, X, y, x0, step_size, burn_in, samples, batch, key):
@@ -106,10 +106,7 @@ def main(argv=None):
         rows.append({"step_size": eps, "ksd": ksd_v, "kcc_sd": kcc_v, "ess": ess, "rmse": rmse})
         print(f"{eps:>8.0e} {ksd_v:>10.4g} {kcc_v:>10.4g} {ess:>10.1f} {rmse:>10.3f}", flush=True)
     write_csv_atomically(os.path.join(args.out, "sgld_step_size.csv"), rows)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     ok = [r for r in rows if np.isfinite(r["ksd"])]

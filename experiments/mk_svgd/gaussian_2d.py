@@ -30,7 +30,7 @@ import steinax
 from steinax.targets import Gaussian
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner, save_figure, write_csv_atomically  # noqa: E402
+from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
 
 MU = jnp.array([-0.6871, 0.8010])
 MAT = jnp.array([[0.2260, 0.1652], [0.1652, 0.6779]])
@@ -85,10 +85,7 @@ def main(argv=None):
                                     "run_average_weight": wa})
     write_csv_atomically(os.path.join(args.out, "gaussian_2d.csv"), rows)
     write_csv_atomically(os.path.join(args.out, "gaussian_2d_weights.csv"), weight_rows)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.5), sharey=True)
     for ax, reading in zip(axes, ("covariance", "precision")):

@@ -38,22 +38,13 @@ __all__ = ["as_sample_array", "load_samples", "sample_quality"]
 
 def as_sample_array(samples, var_names=None) -> np.ndarray:
     """``[n, d]`` float array from an array or an ArviZ DataTree / xarray Dataset of posterior draws."""
-    if hasattr(samples, "data_vars") or hasattr(samples, "children"):
-        ds = samples
-        if hasattr(samples, "children") and "posterior" in samples.children:
-            ds = samples["posterior"].to_dataset()
-        elif hasattr(samples, "to_dataset") and not hasattr(samples, "data_vars"):
-            ds = samples.to_dataset()
-        names = list(ds.data_vars) if var_names is None else list(var_names)
-        missing = [v for v in names if v not in ds.data_vars]
+    if _is_tree(samples):
+        sites = _site_dict(samples)
+        names = list(sites) if var_names is None else list(var_names)
+        missing = [v for v in names if v not in sites]
         if missing:
-            raise ValueError(f"`var_names` {missing} are not variables of the samples; available: {list(ds.data_vars)}")
-        cols = []
-        for v in names:
-            arr = np.asarray(ds[v].values, dtype=float)
-            lead = 2 if {"chain", "draw"} <= set(ds[v].dims) else 1
-            cols.append(arr.reshape(int(np.prod(arr.shape[:lead])), -1))
-        return np.concatenate(cols, axis=1)
+            raise ValueError(f"`var_names` {missing} are not variables of the samples; available: {list(sites)}")
+        return np.concatenate([sites[v].astype(float).reshape(sites[v].shape[0], -1) for v in names], axis=1)
     arr = np.asarray(samples)
     if arr.dtype.kind not in "fiu":
         raise TypeError(f"`samples` must be numeric; received dtype {arr.dtype}")
@@ -67,11 +58,20 @@ def as_sample_array(samples, var_names=None) -> np.ndarray:
     return arr
 
 
+def _is_tree(samples) -> bool:
+    """An xarray Dataset or (ArviZ) DataTree, as opposed to an array."""
+    return hasattr(samples, "data_vars") or hasattr(samples, "children")
+
+
 def _site_dict(samples) -> dict:
     """``site -> [n, ...]`` from a dict or the posterior of a DataTree / Dataset (chains and draws stacked)."""
     if isinstance(samples, dict):
         return {k: np.asarray(v) for k, v in samples.items()}
-    ds = samples["posterior"].to_dataset() if hasattr(samples, "children") and "posterior" in samples.children else samples
+    ds = samples
+    if hasattr(samples, "children") and "posterior" in samples.children:
+        ds = samples["posterior"].to_dataset()
+    elif not hasattr(samples, "data_vars"):
+        ds = samples.to_dataset()
     out = {}
     for name in ds.data_vars:
         arr = np.asarray(ds[name].values)
@@ -149,7 +149,7 @@ def sample_quality(
     if kind not in DISCREPANCIES:
         raise ValueError(f"`kind` must be one of {DISCREPANCIES}; received {kind!r}")
     tgt = as_target(target)
-    if hasattr(tgt, "unconstrain") and not hasattr(samples, "shape"):
+    if hasattr(tgt, "unconstrain") and (isinstance(samples, dict) or _is_tree(samples)):
         # a NumPyro model and named draws: map the constrained draws to the model's unconstrained space
         x = check_particles(jnp.asarray(tgt.unconstrain(_site_dict(samples)), dtype), "samples")
     else:
@@ -165,19 +165,14 @@ def sample_quality(
         rows = np.flatnonzero(np.asarray(bad))[:5].tolist()
         raise ValueError(f"the target's score is not finite at sample rows {rows} (first five shown)")
     kernel = IMQ() if kernel is None else kernel
-    fn = ksd if kind == "ksd" else kcc_sd
-    out = {
-        "discrepancy": float(fn(x, scores, kernel, estimator, block_size=block_size)),
-        "kind": kind,
-        "estimator": estimator,
-        "n": int(x.shape[0]),
-        "d": int(x.shape[1]),
-    }
-    if test:
-        if rng_key is None:
-            raise ValueError("`test=True` needs `rng_key` (a jax.random.key) for the bootstrap")
-        res = gof_test(x, scores, kernel, rng_key=rng_key, kind=kind, estimator=estimator,
-                       level=level, n_bootstrap=n_bootstrap, block_size=block_size)
-        out.update(statistic=float(res.statistic), p_value=float(res.p_value), threshold=float(res.threshold),
-                   reject=bool(res.reject), level=level)
-    return out
+    out = {"kind": kind, "estimator": estimator, "n": int(x.shape[0]), "d": int(x.shape[1])}
+    if not test:
+        fn = ksd if kind == "ksd" else kcc_sd
+        return {"discrepancy": float(fn(x, scores, kernel, estimator, block_size=block_size)), **out}
+    if rng_key is None:
+        raise ValueError("`test=True` needs `rng_key` (a jax.random.key) for the bootstrap")
+    # the test computes the discrepancy on the way: one pass over the Stein kernel matrix
+    res = gof_test(x, scores, kernel, rng_key=rng_key, kind=kind, estimator=estimator,
+                   level=level, n_bootstrap=n_bootstrap, block_size=block_size)
+    return {"discrepancy": float(res.discrepancy), **out, "statistic": float(res.statistic),
+            "p_value": float(res.p_value), "threshold": float(res.threshold), "reject": bool(res.reject), "level": level}

@@ -39,6 +39,7 @@ def test_statistic_and_bootstrap_equal_a_direct_computation(key, kind, estimator
     for r in (res, blocked):
         np.testing.assert_allclose(r.statistic, stat, rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(r.discrepancy, direct, rtol=1e-4, atol=1e-6)
+        # float32 vs float64 statistics can order one near-tie differently: at most one count, 1 / (1 + B)
         np.testing.assert_allclose(r.p_value, (1 + np.sum(boot >= stat)) / (1 + B), atol=1.5 / (1 + B))
         np.testing.assert_allclose(r.threshold, np.quantile(boot, 0.95), rtol=1e-3, atol=1e-4)
 

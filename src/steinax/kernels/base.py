@@ -130,13 +130,18 @@ class AbstractKernel(eqx.Module):
 
     # ----- matrices -----
 
-    def scaled_sqdist(self, x: jax.Array, y: jax.Array, sqdist: jax.Array | None = None) -> jax.Array:
-        """``[n, m]`` matrix of ``s_ij``; reuses unscaled ``sqdist`` when the scale is scalar."""
+    def scaled_sqdist(
+        self, x: jax.Array, y: jax.Array, sqdist: jax.Array | None = None, row_index: jax.Array | None = None
+    ) -> jax.Array:
+        """``[n, m]`` matrix of ``s_ij``; reuses unscaled ``sqdist`` when the scale is scalar.
+
+        ``row_index``: when ``x`` is a row block of ``y`` (see :func:`~steinax.kernels.squared_distances`).
+        """
         h = self.scale
         if h is None or jnp.ndim(h) == 0:
-            d2 = squared_distances(x, y) if sqdist is None else sqdist
+            d2 = squared_distances(x, y, row_index=row_index) if sqdist is None else sqdist
             return d2 if h is None else d2 / h
-        return squared_distances(x, y, h)
+        return squared_distances(x, y, h, row_index=row_index)
 
     def gram(self, x: jax.Array, y: jax.Array) -> jax.Array:
         """``[n, m]`` Gram matrix ``k(x_i, y_j)`` (kernel must be resolved)."""

@@ -51,9 +51,9 @@ def stein_direction_rows(kmat, rmat, x_rows, particles, scores, col_scale=1.0, r
     return kmat @ scores + col_scale * (rmat @ xc - jnp.sum(rmat, axis=1, keepdims=True) * xr)
 
 
-def _direction_rows(x_rows, particles, scores, kernel, sqdist_rows=None):
+def _direction_rows(x_rows, particles, scores, kernel, sqdist_rows=None, row_index=None):
     """``n * phi(x_i)`` for one scalar kernel."""
-    kap, d1, _ = kernel.profile(kernel.scaled_sqdist(x_rows, particles, sqdist_rows))
+    kap, d1, _ = kernel.profile(kernel.scaled_sqdist(x_rows, particles, sqdist_rows, row_index))
     h = kernel.scale
     two_over_h = 2.0 if h is None else 2.0 / h
     if jnp.ndim(two_over_h) == 1:
@@ -71,8 +71,7 @@ def _svgd(particles, scores, kernel, block_size):
     kernel = kernel.resolve(particles, None, block_size)
 
     def block(acc, idx, xr):
-        sqdist = None if kernel.scale is not None and jnp.ndim(kernel.scale) == 1 else squared_distances(xr, particles, row_index=idx)
-        return acc, _direction_rows(xr, particles, scores, kernel, sqdist)
+        return acc, _direction_rows(xr, particles, scores, kernel, row_index=idx)
 
     rows = scan_row_blocks(block, (), n, block_size, particles)[1]
     return rows / n, kernel

@@ -42,7 +42,7 @@ import jax.numpy as jnp
 
 from steinax._validation import check_particles, check_scores
 from steinax.kernels.base import AbstractKernel, map_coordinates
-from steinax.stein.ksd import SteinTerms, _ksd, check_estimator, stein_kernel_from_terms
+from steinax.stein.ksd import _ksd, check_estimator, stein_kernel_pairs
 
 __all__ = ["complete_conditional_scores", "kcc_sd", "kcc_sd_conditional", "kcc_sd_coordinates"]
 
@@ -54,6 +54,10 @@ def kcc_sd_coordinates(
     particles = check_particles(particles)
     scores = check_scores(scores, particles)
     check_estimator(estimator, particles.shape[0])
+    return _kcc_coordinates(particles, scores, kernel, estimator, block_size)
+
+
+def _kcc_coordinates(particles, scores, kernel, estimator, block_size):
     return map_coordinates(lambda col, s_col, k_i: _ksd(col, s_col, k_i, estimator, block_size), particles, scores, kernel)
 
 
@@ -82,7 +86,7 @@ def kcc_sd(
     particles = check_particles(particles)
     scores = check_scores(scores, particles)
     check_estimator(estimator, particles.shape[0], squared)
-    value = jnp.sum(kcc_sd_coordinates(particles, scores, kernel, estimator, block_size=block_size))
+    value = jnp.sum(_kcc_coordinates(particles, scores, kernel, estimator, block_size))
     return value if squared else jnp.sqrt(value)
 
 
@@ -137,9 +141,6 @@ def kcc_sd_conditional(
 
     def one(col, s_col, k_i, y_col, t_col):
         k_i = k_i.resolve(col)  # a median rule reads this coordinate only
-        h = jnp.ones((), col.dtype) if k_i.scale is None else k_i.scale
-        diff = col - y_col
-        terms = SteinTerms(diff * diff / h, s_col * t_col, diff * (t_col - s_col) / h, diff * diff / (h * h), 1.0 / h)
-        return jnp.mean(stein_kernel_from_terms(k_i, terms))  # pairs (x_a, (y_ai, x_a,-i)), elementwise
+        return jnp.mean(stein_kernel_pairs(col, s_col, y_col, t_col, k_i))  # pairs (x_a, (y_ai, x_a,-i))
 
     return jnp.sum(map_coordinates(one, particles, scores, kernel, y, t))

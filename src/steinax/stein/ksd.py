@@ -18,7 +18,7 @@ from steinax._validation import check_particles, check_scores
 from steinax.kernels.base import AbstractKernel
 from steinax.kernels.pairwise import fold_row_blocks, squared_distances
 
-__all__ = ["block_ksd", "SteinTerms", "stein_terms", "stein_kernel_from_terms", "stein_kernel_from_profile", "stein_kernel_matrix", "ksd", "ESTIMATORS"]
+__all__ = ["block_ksd", "stein_kernel_pairs", "SteinTerms", "stein_terms", "stein_kernel_from_terms", "stein_kernel_from_profile", "stein_kernel_matrix", "ksd", "ESTIMATORS"]
 
 ESTIMATORS = ("u", "v")
 
@@ -159,10 +159,18 @@ def stein_kernel_matrix(
     return stein_kernel_from_terms(kernel, stein_terms(x, score_x, y, score_y, kernel.scale, sqdist))
 
 
+def stein_kernel_pairs(x, score_x, y, score_y, kernel: AbstractKernel) -> jax.Array:
+    """``u_p(x_i, y_i)`` for matched rows (``[n]``), from :func:`stein_kernel_matrix` on 1 x 1 blocks."""
+
+    def one(xi, si, yi, ti):
+        return stein_kernel_matrix(xi[None], si[None], yi[None], ti[None], kernel)[0, 0]
+
+    return jax.vmap(one)(x, score_x, y, score_y)
+
+
 def _stein_kernel_diagonal(x, scores, kernel):
-    """``u_p(x_i, x_i)`` for every ``i``, from the same formula on 1 x 1 blocks."""
-    one = lambda xi, si: stein_kernel_matrix(xi[None], si[None], xi[None], si[None], kernel)[0, 0]
-    return jax.vmap(one)(x, scores)
+    """``u_p(x_i, x_i)`` for every ``i``."""
+    return stein_kernel_pairs(x, scores, x, scores, kernel)
 
 
 def ksd(
