@@ -3,31 +3,26 @@
 from __future__ import annotations
 
 import csv
-import os
-import tempfile
+
+from steinax._io import atomic_write
 
 
 def write_csv_atomically(path: str, rows: list[dict]) -> None:
-    """Write ``rows`` (dicts with the same keys) to ``path`` via a temporary file and ``os.replace``."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".csv.tmp")
-    try:
-        with os.fdopen(fd, "w", newline="") as f:
+    """Write ``rows`` (dicts with the same keys) to ``path`` atomically (:func:`steinax._io.atomic_write`)."""
+
+    def write(tmp):
+        with open(tmp, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+
+    atomic_write(path, write)
 
 
 def save_figure(fig, path: str) -> None:
-    from steinax.cli import save_figure_atomically
+    from steinax.plot import save_figure as save
 
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    save_figure_atomically(fig, path)
+    save(fig, path)
 
 
 def banner(title: str, settings: dict) -> None:

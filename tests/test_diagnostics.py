@@ -19,8 +19,9 @@ def test_array_shapes_and_values_match_ksd():
     assert flat.shape == (100, 3) and as_sample_array(x[0, :, 0]).shape == (50, 1)
     res = sample_quality(x, _logp, test=True, rng_key=jax.random.key(0), n_bootstrap=200)
     xf = jnp.asarray(flat, jnp.float32)
-    np.testing.assert_allclose(res["discrepancy"], steinax.ksd(xf, -xf, steinax.IMQ(), "u"), rtol=1e-5)
-    assert set(res) >= {"statistic", "p_value", "threshold", "reject"} and (res["n"], res["d"]) == (100, 3)
+    np.testing.assert_allclose(res.discrepancy, steinax.ksd(xf, -xf, steinax.IMQ(), "u"), rtol=1e-5)
+    assert (res.n, res.d, res.chains) == (100, 3, 2) and res.test is not None
+    assert res.test.bootstrap == "dependent"  # chain-shaped input: autocorrelated-chain bootstrap, said in the result
 
 
 def test_datatree_posterior_is_flattened_in_var_name_order():
@@ -49,7 +50,7 @@ def test_cli_reads_npy_csv_netcdf_and_reports(tmp_path, capsys):
         assert cli.main(["ksd", str(tmp_path / name), "--target", f"{tmp_path / 'tgt.py'}:logp", "--bootstrap", "100"]) == 0
         out = capsys.readouterr().out
         assert "n = 200, d = 2" in out and "p-value" in out
-        values.append(out.split("imq): ")[1].split()[0])
+        values.append(out.split("U-statistic): ")[1].split()[0])
     assert len(set(values)) == 1  # the same samples give the same discrepancy from every format
     np.testing.assert_allclose(load_samples(str(tmp_path / "s.csv")), x, rtol=1e-12)
 
@@ -99,8 +100,8 @@ def test_numpyro_model_draws_are_measured_in_unconstrained_space():
     res = sample_quality(tree, target, test=True, rng_key=jax.random.key(1), n_bootstrap=500)
     z = jnp.stack([mu.reshape(-1), jnp.log(sigma.reshape(-1))], axis=1)  # sorted sites: mu, sigma
     _, s = target.evaluate(None, z)
-    np.testing.assert_allclose(res["discrepancy"], steinax.ksd(z, s, steinax.IMQ(), "u"), rtol=1e-4, atol=1e-7)
-    assert res["p_value"] > 0.01
+    np.testing.assert_allclose(res.discrepancy, steinax.ksd(z, s, steinax.IMQ(), "u"), rtol=1e-4, atol=1e-7)
+    assert res.p_value > 0.01
     with pytest.raises(ValueError, match=r"lack the model's latent sites \['sigma'\]"):
         sample_quality({"mu": np.zeros((5,))}, target)
     with pytest.raises(ValueError, match="site 'sigma' must have shape"):

@@ -7,11 +7,19 @@ shapes and dtypes are still checked, values are checked by the run loop.
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+
+class PrecisionWarning(UserWarning):
+    """Input of a higher precision than JAX will compute in (float64 without ``jax_enable_x64``)."""
+
 __all__ = [
+    "PrecisionWarning",
+    "check_finite_statistic",
     "check_particles",
     "check_scores",
     "check_positive",
@@ -57,6 +65,14 @@ def check_particles(particles, name: str = "particles", *, check_finite: bool = 
         raise TypeError(
             f"`{name}` must have a floating dtype (float32 or float64); received {_describe(particles)}"
         )
+    if np.dtype(particles.dtype) == np.float64 and not jax.config.jax_enable_x64:
+        warnings.warn(
+            f"`{name}` are float64 but JAX's 64-bit mode is off, so steinax computes in float32. "
+            "Enable float64 with jax.config.update('jax_enable_x64', True) before creating arrays, "
+            "or pass float32 arrays to silence this warning.",
+            PrecisionWarning,
+            stacklevel=3,
+        )
     particles = jnp.asarray(particles)
     if check_finite and is_concrete(particles):
         bad = ~np.isfinite(np.asarray(particles))
@@ -91,3 +107,33 @@ def check_positive(value, name: str) -> None:
     arr = np.asarray(value)
     if arr.size == 0 or not np.all(np.isfinite(arr)) or not np.all(arr > 0):
         raise ValueError(f"`{name}` must be finite and > 0; received {arr.tolist()!r}")
+
+
+def check_finite_statistic(value, what: str, scores=None) -> None:
+    """Raise ``FloatingPointError`` saying why when a concrete statistic is NaN or inf.
+
+    A discrepancy is a sum of products of scores: scores of size ``> sqrt(max float)``
+    (``1.8e19`` in float32) overflow even when every input is finite.
+    """
+    if not is_concrete(value):
+        return
+    arr = np.asarray(value)
+    if np.all(np.isfinite(arr)):
+        return
+    dtype = arr.dtype
+    why = ""
+    if scores is not None and is_concrete(scores):
+        biggest = float(np.max(np.abs(np.asarray(scores))))
+        limit = float(np.sqrt(np.finfo(dtype).max))
+        if biggest > limit / 1e3:
+            why = (
+                f" The scores reach |s| = {biggest:.3g}; products of scores overflow {dtype} "
+                f"(largest value {float(np.finfo(dtype).max):.3g})."
+            )
+    hint = (
+        " Compute in float64 (jax.config.update('jax_enable_x64', True) and float64 samples), "
+        "or check the target's scale."
+        if dtype != np.float64
+        else " Check the target's scale."
+    )
+    raise FloatingPointError(f"{what} is not finite ({arr.tolist()!r}) although every sample and score is finite.{why}{hint}")

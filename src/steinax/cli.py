@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 
 
@@ -31,19 +30,6 @@ def _demo_methods():
     import steinax
 
     return {"svgd": steinax.svgd(), "mk_svgd": steinax.mk_svgd(), "cc_svgd": steinax.cc_svgd()}
-
-
-def save_figure_atomically(fig, path: str) -> None:
-    """Write a matplotlib figure to ``path`` via a temporary file and ``os.replace``."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".png.tmp")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=110, format="png")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def demo(args) -> int:
@@ -84,72 +70,93 @@ def demo(args) -> int:
                 flush=True,
             )
     if args.out:
-        import matplotlib
+        from steinax.plot import _pyplot, plot_particles, save_figure
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+        plt = _pyplot()
         fig, axes = plt.subplots(
-            len(methods), len(targets), figsize=(3.6 * len(targets), 3.6 * len(methods)), squeeze=False
+            len(methods), len(targets), figsize=(4.2 * len(targets), 3.6 * len(methods)), squeeze=False
         )
-        for col, (name, (target, (x_lo, x_hi, y_lo, y_hi))) in enumerate(targets.items()):
-            gx, gy = np.meshgrid(np.linspace(x_lo, x_hi, 200), np.linspace(y_lo, y_hi, 200))
-            grid = jnp.stack([gx.ravel(), gy.ravel()], axis=1)
-            dens = np.exp(np.asarray(jax.vmap(target.logdensity)(grid))).reshape(gx.shape)
+        for col, (name, (target, extent)) in enumerate(targets.items()):
             for row, m_name in enumerate(methods):
-                ax = axes[row, col]
-                ax.contourf(gx, gy, dens, levels=15, cmap="Blues")
-                p = np.asarray(results[(name, m_name)].particles)
-                ax.scatter(p[:, 0], p[:, 1], s=8, c="crimson", edgecolors="none")
-                ax.set_xlim(x_lo, x_hi)
-                ax.set_ylim(y_lo, y_hi)
-                ax.set_title(f"{name} - {m_name} ({steps} steps)")
+                res = results[(name, m_name)]
+                plot_particles(res.particles, target, extent=extent, ax=axes[row, col],
+                               title=f"{name}: {m_name}, {steps} steps, KSD {float(res.trace.ksd[-1]):.3g}")
+        fig.suptitle(f"steinax demo: {n} particles from N(0, I); filled contours = target density")
         fig.tight_layout()
-        save_figure_atomically(fig, args.out)
+        save_figure(fig, args.out)
         print(f"figure written to {args.out}")
     return 0
 
 
 def _import_target(spec: str):
-    """``module:function`` (or ``path/to/file.py:function``) -> the object it names."""
+    """``module:attribute`` (importable from the current folder too) or ``path/to/file.py:attribute``."""
     import importlib
     import importlib.util
 
     if ":" not in spec:
         raise ValueError(f"`--target` must be 'module:function' or 'file.py:function'; received {spec!r}")
     module_name, attr = spec.rsplit(":", 1)
-    if module_name.endswith(".py"):
-        if not os.path.exists(module_name):
-            raise FileNotFoundError(f"target file not found: {module_name!r}")
-        loaded = importlib.util.spec_from_file_location("_steinax_target", module_name)
-        module = importlib.util.module_from_spec(loaded)
-        loaded.loader.exec_module(module)
-    else:
-        module = importlib.import_module(module_name)
+    try:
+        if module_name.endswith(".py"):
+            if not os.path.isfile(module_name):
+                raise FileNotFoundError(f"`--target` file not found: {module_name!r}")
+            loaded = importlib.util.spec_from_file_location("_steinax_target", module_name)
+            module = importlib.util.module_from_spec(loaded)
+            loaded.loader.exec_module(module)
+        else:
+            if os.getcwd() not in sys.path and "" not in sys.path:  # as `python -m` would: the current folder first
+                sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(module_name)
+    except FileNotFoundError:
+        raise
+    except Exception as exc:  # the user's module failed to import: say which and why, in one line
+        raise ValueError(f"`--target` {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}") from exc
     if not hasattr(module, attr):
         raise ValueError(f"`--target` {spec!r}: {module_name!r} has no attribute {attr!r}")
     return getattr(module, attr)
 
 
+def _bandwidth(value: str | None):
+    """``--bandwidth``: a median rule's name or a positive number."""
+    from steinax.kernels.bandwidth import BANDWIDTH_RULES
+
+    if value is None:
+        return "liu"
+    if value in BANDWIDTH_RULES:
+        return value
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"`--bandwidth` must be a positive number or one of {BANDWIDTH_RULES}; received {value!r}") from None
+
+
 def ksd_command(args) -> int:
     import jax
 
+    if args.float64:
+        jax.config.update("jax_enable_x64", True)
     from steinax.diagnostics import load_samples, sample_quality
     from steinax.kernels import IMQ, RBF
 
-    samples = load_samples(args.samples, args.var_names)
+    kernel = IMQ() if args.kernel == "imq" else RBF(_bandwidth(args.bandwidth))
     target = _import_target(args.target)
-    kernel = IMQ() if args.kernel == "imq" else RBF("liu" if args.bandwidth is None else float(args.bandwidth))
+    samples = load_samples(args.samples, args.var_names if args.samples.lower().endswith(".csv") else None)
     res = sample_quality(samples, target, kernel=kernel, kind=args.kind, estimator=args.estimator, test=not args.no_test,
                          rng_key=jax.random.key(args.seed), n_bootstrap=args.bootstrap, level=args.level,
-                         block_size=args.block_size)
-    print(f"samples: {args.samples} (n = {res['n']}, d = {res['d']}); target: {args.target}")
-    print(f"{args.kind} (squared, {res['estimator'].upper()}-statistic, {args.kernel}): {res['discrepancy']:.6g}")
-    if not args.no_test:
-        verdict = "reject" if res["reject"] else "do not reject"
-        print(f"wild-bootstrap test (B = {args.bootstrap}, level {args.level}): statistic {res['statistic']:.6g}, "
-              f"threshold {res['threshold']:.6g}, p-value {res['p_value']:.4g} -> {verdict} H0: samples ~ target")
+                         block_size=args.block_size, var_names=None if args.samples.lower().endswith(".csv") else args.var_names,
+                         bootstrap=args.wild_bootstrap, block_length=_block_length(args.block_length))
+    print(f"samples: {args.samples}; target: {args.target}; kernel: {args.kernel}")
+    print(res.summary())
     return 0
+
+
+def _block_length(value: str):
+    if value == "auto":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"`--block-length` must be an integer >= 2 or 'auto'; received {value!r}") from None
 
 
 def main(argv=None) -> int:
@@ -169,7 +176,8 @@ def main(argv=None) -> int:
     p_ksd.add_argument("--target", required=True, help="log-density of one [d] point as module:function or file.py:function")
     p_ksd.add_argument("--kind", choices=["ksd", "kcc_sd"], default="ksd")
     p_ksd.add_argument("--kernel", choices=["imq", "rbf"], default="imq")
-    p_ksd.add_argument("--bandwidth", default=None, help="RBF bandwidth (default: Liu's median rule)")
+    p_ksd.add_argument("--bandwidth", default=None,
+                       help="RBF bandwidth: a positive number or a median rule (liu, pairs, per_dimension, liu_subsampled); default liu")
     p_ksd.add_argument("--estimator", choices=["u", "v"], default="u")
     p_ksd.add_argument("--bootstrap", type=int, default=1000)
     p_ksd.add_argument("--level", type=float, default=0.05)
@@ -177,6 +185,10 @@ def main(argv=None) -> int:
     p_ksd.add_argument("--block-size", type=int, default=None)
     p_ksd.add_argument("--var-names", nargs="+", default=None, help="posterior variables of a NetCDF file, in order")
     p_ksd.add_argument("--no-test", action="store_true", help="print the discrepancy only")
+    p_ksd.add_argument("--wild-bootstrap", choices=["auto", "iid", "dependent"], default="auto",
+                       help="auto: dependent (autocorrelated chains) for chain-shaped samples, i.i.d. otherwise")
+    p_ksd.add_argument("--block-length", default="auto", help="dependent bootstrap block length (integer >= 2 or auto)")
+    p_ksd.add_argument("--float64", action="store_true", help="compute in float64 (enables JAX's 64-bit mode)")
     args = parser.parse_args(argv)
     if args.version:
         from steinax import __version__
@@ -191,7 +203,7 @@ def main(argv=None) -> int:
     if args.command == "ksd":
         try:
             return ksd_command(args)
-        except (ValueError, TypeError, FileNotFoundError) as exc:
+        except (ValueError, TypeError, OSError, FloatingPointError, ImportError) as exc:
             print(f"steinax ksd: error: {exc}", file=sys.stderr)
             return 2
     parser.print_help(sys.stderr)

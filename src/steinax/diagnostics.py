@@ -15,7 +15,15 @@ NumPyro's bijections and the discrepancy is measured there, against the
 potential NumPyro samples (Jacobians included): that is the density the draws
 of NUTS/HMC target. Sites missing from the draws, or of the wrong shape, are
 named in the error.
-:func:`load_samples` reads ``.npy``, ``.csv`` and NetCDF files for the CLI.
+:func:`load_samples` reads ``.npy``, ``.csv`` and NetCDF files for the CLI and
+returns what :func:`sample_quality` takes, so a file and the same draws in
+memory give the same answer.
+
+**Chains.** Samples shaped as chains (a ``[chains, draws, d]`` array, a
+DataTree's ``chain``/``draw`` dimensions, a CSV with a ``chain`` column) are
+autocorrelated MCMC output: ``bootstrap="auto"`` then runs the wild bootstrap
+for dependent data (:func:`steinax.stein.gof_test`), and the result says which
+bootstrap ran. ``[n, d]`` arrays are taken as independent draws.
 """
 
 from __future__ import annotations
@@ -26,36 +34,102 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import csv
+
+import equinox as eqx
+
 from steinax._validation import check_particles
 from steinax.kernels.base import IMQ, AbstractKernel
-from steinax.stein.gof import DISCREPANCIES, gof_test
+from steinax.stein.gof import BOOTSTRAPS, DISCREPANCIES, GofResult, gof_test
 from steinax.stein.kcc_sd import kcc_sd
 from steinax.stein.ksd import ksd
-from steinax.targets.base import as_target
+from steinax.targets.base import as_target, evaluate_checked
 
-__all__ = ["as_sample_array", "load_samples", "sample_quality"]
+__all__ = ["SampleQuality", "as_sample_array", "load_samples", "sample_quality"]
+
+# CSV columns that index draws rather than hold a coordinate (pandas' unnamed
+# index, R's write.csv, ArviZ's data frames); "chain" also splits the chains.
+# Columns ending in "__" are Stan's sampler diagnostics (lp__, accept_stat__, ...).
+_INDEX_COLUMNS = ("", "index", "unnamed: 0", "draw", "iteration", "iter", "sample", "chain")
+
+
+class SampleQuality(eqx.Module):
+    """What :func:`sample_quality` returns.
+
+    Attributes:
+        discrepancy: the squared discrepancy (KSD or KCC-SD, U- or V-statistic).
+        kind: ``"ksd"`` or ``"kcc_sd"``.
+        estimator: ``"u"`` or ``"v"``.
+        n, d: number of samples and their dimension (after flattening chains and sites).
+        chains: the number of chains the samples came in (1 for an ``[n, d]`` array).
+        test: the :class:`~steinax.stein.GofResult` when a test was asked for, else ``None``.
+    """
+
+    discrepancy: float
+    kind: str = eqx.field(static=True)
+    estimator: str = eqx.field(static=True)
+    n: int = eqx.field(static=True)
+    d: int = eqx.field(static=True)
+    chains: int = eqx.field(static=True)
+    test: GofResult | None = None
+
+    @property
+    def p_value(self) -> float | None:
+        return None if self.test is None else float(self.test.p_value)
+
+    @property
+    def reject(self) -> bool | None:
+        return None if self.test is None else bool(self.test.reject)
+
+    def summary(self) -> str:
+        """A few lines for a terminal (the CLI prints this)."""
+        name = self.kind.upper().replace("_", "-")
+        lines = [f"{name} (squared, {self.estimator.upper()}-statistic): {self.discrepancy:.6g}   (n = {self.n}, d = {self.d}, chains = {self.chains})"]
+        t = self.test
+        if t is not None:
+            boot = "i.i.d. Rademacher" if t.bootstrap == "iid" else f"dependent (block length {t.block_length})"
+            verdict = "reject" if bool(t.reject) else "do not reject"
+            lines.append(
+                f"wild-bootstrap test, {boot}, B = {t.n_bootstrap}, level {t.level}: statistic {float(t.statistic):.6g}, "
+                f"threshold {float(t.threshold):.6g}, p-value {float(t.p_value):.4g} -> {verdict} H0: samples ~ target"
+            )
+        return "\n".join(lines)
 
 
 def as_sample_array(samples, var_names=None) -> np.ndarray:
     """``[n, d]`` float array from an array or an ArviZ DataTree / xarray Dataset of posterior draws."""
-    if _is_tree(samples):
-        sites = _site_dict(samples)
+    return _as_sample_array(samples, var_names)[0]
+
+
+def _as_sample_array(samples, var_names=None) -> tuple[np.ndarray, int]:
+    """``([n, d] array, chains)``; chains are laid one after the other (chain-major)."""
+    if _is_tree(samples) or isinstance(samples, dict):
+        sites, chains = _site_dict(samples)
         names = list(sites) if var_names is None else list(var_names)
         missing = [v for v in names if v not in sites]
         if missing:
             raise ValueError(f"`var_names` {missing} are not variables of the samples; available: {list(sites)}")
-        return np.concatenate([sites[v].astype(float).reshape(sites[v].shape[0], -1) for v in names], axis=1)
-    arr = np.asarray(samples)
-    if arr.dtype.kind not in "fiu":
-        raise TypeError(f"`samples` must be numeric; received dtype {arr.dtype}")
-    arr = arr.astype(float)
+        if not names:
+            raise ValueError("`samples` hold no posterior variables")
+        return np.concatenate([_numeric(sites[v], v).reshape(sites[v].shape[0], -1) for v in names], axis=1), chains
+    arr = _numeric(samples, "samples")
     if arr.ndim == 1:
-        return arr[:, None]
+        return arr[:, None], 1
     if arr.ndim == 3:
-        return arr.reshape(-1, arr.shape[-1])
+        return arr.reshape(-1, arr.shape[-1]), arr.shape[0]
     if arr.ndim != 2:
         raise ValueError(f"`samples` must be [n], [n, d] or [chains, draws, d]; received shape {arr.shape}")
-    return arr
+    return arr, 1
+
+
+def _numeric(values, name) -> np.ndarray:
+    try:
+        arr = np.asarray(values)
+    except Exception as exc:
+        raise TypeError(f"`{name}` must be a numeric array; received {type(values).__name__}") from exc
+    if arr.dtype.kind not in "fiub":
+        raise TypeError(f"`{name}` must be numeric; received dtype {arr.dtype}")
+    return arr.astype(np.float64)
 
 
 def _is_tree(samples) -> bool:
@@ -63,55 +137,123 @@ def _is_tree(samples) -> bool:
     return hasattr(samples, "data_vars") or hasattr(samples, "children")
 
 
-def _site_dict(samples) -> dict:
-    """``site -> [n, ...]`` from a dict or the posterior of a DataTree / Dataset (chains and draws stacked)."""
+def _site_dict(samples) -> tuple[dict, int]:
+    """``(site -> [n, ...], chains)`` from a dict or the posterior of a DataTree / Dataset (chains stacked)."""
     if isinstance(samples, dict):
-        return {k: np.asarray(v) for k, v in samples.items()}
+        return {k: np.asarray(v) for k, v in samples.items()}, 1
     ds = samples
     if hasattr(samples, "children") and "posterior" in samples.children:
         ds = samples["posterior"].to_dataset()
     elif not hasattr(samples, "data_vars"):
         ds = samples.to_dataset()
-    out = {}
+    out, chains = {}, 1
     for name in ds.data_vars:
-        arr = np.asarray(ds[name].values)
-        if {"chain", "draw"} <= set(ds[name].dims):
+        da = ds[name]
+        if {"chain", "draw"} <= set(da.dims):
+            da = da.transpose("chain", "draw", ...)
+            chains = int(da.sizes["chain"])
+            arr = np.asarray(da.values)
             arr = arr.reshape((-1,) + arr.shape[2:])
+        else:
+            arr = np.asarray(da.values)
         out[name] = arr
-    return out
+    return out, chains
 
 
-def load_samples(path: str, var_names=None) -> np.ndarray:
-    """Read samples from ``.npy``, ``.csv`` (numeric, optional header row) or NetCDF (``.nc``, an ArviZ file)."""
+def load_samples(path: str, var_names=None):
+    """Read samples from a file; return what :func:`sample_quality` takes.
+
+    * ``.npy``: the array (``[n, d]``, ``[n]`` or ``[chains, draws, d]``); no pickles.
+    * ``.csv``: numbers separated by commas, an optional header row. Index columns are
+      dropped (an empty header name as pandas and R write it, ``index``, ``draw``,
+      ``iteration``, ``sample``; Stan's ``*__`` diagnostics; without a header, a first
+      column that is exactly ``0..n-1`` or ``1..n``). A ``chain`` column splits the rows
+      into chains (``[chains, draws, d]``). ``var_names`` selects columns by header name.
+    * ``.nc`` / ``.netcdf`` / ``.h5``: an ArviZ DataTree file (needs ``h5netcdf``), returned
+      as the DataTree so named sites keep their names (NumPyro models map them to their
+      unconstrained space); ``var_names`` is applied by :func:`sample_quality`.
+    """
+    path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"samples file not found: {path!r}")
+    if os.path.isdir(path):
+        raise ValueError(f"samples path {path!r} is a folder; expected a .npy, .csv or .nc file")
     ext = os.path.splitext(path)[1].lower()
+    if ext not in (".npy", ".csv", ".nc", ".netcdf", ".h5"):
+        raise ValueError(f"unsupported samples file type {ext!r} for {path!r}; expected .npy, .csv or .nc")
     try:
         if ext == ".npy":
             data = np.load(path, allow_pickle=False)
-        elif ext == ".csv":
-            with open(path) as f:
-                first = f.readline()
-            skip = 0 if _is_numeric_row(first) else 1
-            data = np.loadtxt(path, delimiter=",", skiprows=skip, ndmin=2)
-        elif ext in (".nc", ".netcdf", ".h5"):
-            import xarray as xr
+            if var_names is not None:
+                raise ValueError("`var_names` apply to .csv files with a header and to NetCDF files, not to .npy arrays")
+            return data
+        if ext == ".csv":
+            return _read_csv(path, var_names)
+        import xarray as xr
 
-            data = xr.open_datatree(path, engine="h5netcdf")  # ArviZ's DataTree files (needs h5netcdf)
-        else:
-            raise ValueError(f"unsupported samples file type {ext!r} for {path!r}; expected .npy, .csv or .nc")
+        return xr.open_datatree(path, engine="h5netcdf").load()  # ArviZ's DataTree files
     except ImportError as exc:
         raise ValueError(f"reading {path!r} needs the `arviz` extra (pip install 'steinax[arviz]'): {exc}") from exc
-    except (ValueError, OSError) as exc:
-        if "unsupported samples file type" in str(exc):
+    except ValueError as exc:
+        if "var_names" in str(exc) or "column" in str(exc):
             raise
         raise ValueError(f"could not parse samples file {path!r}: {exc}") from exc
-    return as_sample_array(data, var_names)
+    except (OSError, EOFError, KeyError) as exc:
+        raise ValueError(f"could not parse samples file {path!r}: {type(exc).__name__}: {exc}") from exc
 
 
-def _is_numeric_row(line: str) -> bool:
+def _read_csv(path: str, var_names=None) -> np.ndarray:
+    with open(path, newline="") as f:
+        rows = [r for r in csv.reader(f) if r and any(c.strip() for c in r)]
+    if not rows:
+        raise ValueError("the file holds no rows")
+    header = None if _is_numeric_row(rows[0]) else [c.strip() for c in rows[0]]
+    body = rows[1:] if header is not None else rows
+    if not body:
+        raise ValueError("the file holds a header but no samples")
+    width = len(header) if header is not None else len(body[0])
+    for i, r in enumerate(body):
+        if len(r) != width:
+            raise ValueError(f"row {i + (2 if header else 1)} has {len(r)} fields, expected {width}")
     try:
-        [float(v) for v in line.strip().split(",") if v.strip()]
+        data = np.array([[float(c) for c in r] for r in body], dtype=np.float64)
+    except ValueError as exc:
+        raise ValueError(f"a field is not a number ({exc})") from exc
+    keep = list(range(width))
+    chain_col = None
+    if header is not None:
+        lowered = [h.lower() for h in header]
+        if "chain" in lowered:
+            chain_col = lowered.index("chain")
+        if var_names is not None:
+            missing = [v for v in var_names if v not in header]
+            if missing:
+                raise ValueError(f"`var_names` {missing} are not columns of the file; columns: {header}")
+            keep = [header.index(v) for v in var_names]
+        else:
+            keep = [j for j, h in enumerate(lowered) if h not in _INDEX_COLUMNS and not h.endswith("__")]
+    else:
+        if var_names is not None:
+            raise ValueError("`var_names` need a header row naming the columns; the file has none")
+        first = data[:, 0]
+        n = data.shape[0]
+        if width > 1 and n >= 3 and (np.array_equal(first, np.arange(n)) or np.array_equal(first, np.arange(1, n + 1))):
+            keep = keep[1:]
+    if not keep:
+        raise ValueError(f"no sample column left after dropping index columns; columns: {header}")
+    x = data[:, keep]
+    if chain_col is None:
+        return x
+    labels = data[:, chain_col]
+    values, counts = np.unique(labels, return_counts=True)
+    if len(set(counts.tolist())) != 1:
+        raise ValueError(f"the chains of the 'chain' column have different lengths {counts.tolist()}; expected equal chains")
+    return np.stack([x[labels == v] for v in values])
+
+
+def _is_numeric_row(row) -> bool:
+    try:
+        [float(v) for v in row if v.strip()]
     except ValueError:
         return False
     return True
@@ -130,49 +272,70 @@ def sample_quality(
     level: float = 0.05,
     block_size: int | None = None,
     var_names=None,
-    dtype=jnp.float32,
-) -> dict:
+    dtype=None,
+    bootstrap: str = "auto",
+    block_length: int | str = "auto",
+) -> SampleQuality:
     """Kernel Stein discrepancy of ``samples`` against ``target`` (and optionally a goodness-of-fit test).
 
     Args:
-        samples: array or DataTree (see :func:`as_sample_array`).
-        target: a log-density of one ``[d]`` point, or a steinax target (NumPyro: unconstrained samples).
+        samples: an array (``[n, d]``, ``[n]``, ``[chains, draws, d]``), an ArviZ DataTree /
+            xarray Dataset, or a dict ``site -> [n, ...]`` (see :func:`as_sample_array`).
+        target: a log-density of one ``[d]`` point, or a steinax target. With a NumPyro target
+            (:func:`steinax.targets.from_numpyro`) named draws (DataTree, dict) are mapped to the
+            model's unconstrained space; an array is taken as already unconstrained.
         kernel: default ``IMQ(1, -1/2)``.
         kind: ``"ksd"`` or ``"kcc_sd"``.
         estimator: ``"u"`` (default here: unbiased, ~0 for exact samples) or ``"v"``.
         test: also run :func:`steinax.stein.gof_test` (needs ``rng_key``).
+        var_names: posterior variables to use, in order (DataTrees and dicts; not needed for NumPyro targets).
+        dtype: the compute dtype; default float64 when ``jax_enable_x64`` is on, else float32.
+        bootstrap: ``"auto"`` (dependent for chain-shaped input, i.i.d. otherwise),
+            ``"iid"`` or ``"dependent"``.
+        block_length: the dependent bootstrap's block length (an integer >= 2 or ``"auto"``).
 
     Returns:
-        ``{"discrepancy", "kind", "estimator", "n", "d"}`` plus, with ``test``,
-        ``"statistic", "p_value", "threshold", "reject", "level"``.
+        A :class:`SampleQuality`.
+
+    Raises:
+        ValueError: malformed samples, a target that cannot be evaluated or whose score is
+            not finite at some samples (rows named).
+        FloatingPointError: the discrepancy overflows the compute dtype (the message says why).
     """
     if kind not in DISCREPANCIES:
         raise ValueError(f"`kind` must be one of {DISCREPANCIES}; received {kind!r}")
+    if bootstrap not in BOOTSTRAPS + ("auto",):
+        raise ValueError(f"`bootstrap` must be one of {BOOTSTRAPS + ('auto',)}; received {bootstrap!r}")
+    if test and rng_key is None:
+        raise ValueError("`test=True` needs `rng_key` (a jax.random.key) for the bootstrap")
+    dtype = jnp.result_type(float) if dtype is None else dtype
     tgt = as_target(target)
     if hasattr(tgt, "unconstrain") and (isinstance(samples, dict) or _is_tree(samples)):
         # a NumPyro model and named draws: map the constrained draws to the model's unconstrained space
-        x = check_particles(jnp.asarray(tgt.unconstrain(_site_dict(samples)), dtype), "samples")
+        sites, chains = _site_dict(samples)
+        if var_names is not None:
+            sites = {k: v for k, v in sites.items() if k in set(var_names)}
+        x = check_particles(jnp.asarray(tgt.unconstrain(sites), dtype), "samples")
     else:
-        x = check_particles(jnp.asarray(as_sample_array(samples, var_names), dtype), "samples")
-    if hasattr(tgt, "dim") and x.shape[1] != tgt.dim:
-        raise ValueError(f"`samples` have d = {x.shape[1]} columns but the target has dimension {tgt.dim}")
-    try:
-        _, scores = tgt.evaluate(jax.random.key(0), x)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"`target` could not be evaluated at samples of shape {tuple(x.shape)}: {exc}") from exc
+        arr, chains = _as_sample_array(samples, var_names)
+        x = check_particles(jnp.asarray(arr, dtype), "samples")
+    dim = getattr(tgt, "dim", None)
+    if isinstance(dim, int) and x.shape[1] != dim:
+        raise ValueError(f"`samples` have d = {x.shape[1]} columns but the target has dimension {dim}")
+    _, scores = evaluate_checked(tgt, jax.random.key(0), x)
     bad = ~jnp.all(jnp.isfinite(scores), axis=1)
     if bool(jnp.any(bad)):
         rows = np.flatnonzero(np.asarray(bad))[:5].tolist()
         raise ValueError(f"the target's score is not finite at sample rows {rows} (first five shown)")
     kernel = IMQ() if kernel is None else kernel
-    out = {"kind": kind, "estimator": estimator, "n": int(x.shape[0]), "d": int(x.shape[1])}
+    meta = dict(kind=kind, estimator=estimator, n=int(x.shape[0]), d=int(x.shape[1]), chains=int(chains))
     if not test:
         fn = ksd if kind == "ksd" else kcc_sd
-        return {"discrepancy": float(fn(x, scores, kernel, estimator, block_size=block_size)), **out}
-    if rng_key is None:
-        raise ValueError("`test=True` needs `rng_key` (a jax.random.key) for the bootstrap")
+        return SampleQuality(discrepancy=float(fn(x, scores, kernel, estimator, block_size=block_size)), **meta)
+    if bootstrap == "auto":
+        bootstrap = "dependent" if chains > 1 or _is_tree(samples) or np.ndim(samples) == 3 else "iid"
     # the test computes the discrepancy on the way: one pass over the Stein kernel matrix
-    res = gof_test(x, scores, kernel, rng_key=rng_key, kind=kind, estimator=estimator,
-                   level=level, n_bootstrap=n_bootstrap, block_size=block_size)
-    return {"discrepancy": float(res.discrepancy), **out, "statistic": float(res.statistic),
-            "p_value": float(res.p_value), "threshold": float(res.threshold), "reject": bool(res.reject), "level": level}
+    res = gof_test(x, scores, kernel, rng_key=rng_key, kind=kind, estimator=estimator, level=level,
+                   n_bootstrap=n_bootstrap, block_size=block_size, bootstrap=bootstrap,
+                   block_length=block_length, chains=int(chains))
+    return SampleQuality(discrepancy=float(res.discrepancy), test=res, **meta)

@@ -84,12 +84,17 @@ def test_permutation_invariant_and_gradient_stopped(key):
     assert float(jnp.abs(g).max()) == 0.0
 
 
-def test_subsampled_rule_is_explicit(key):
+def test_subsampled_rule(key):
     x = jax.random.normal(key, (300, 2))
-    with pytest.raises(ValueError, match="rng_key"):
-        median_bandwidth(x, "liu_subsampled")
     h = median_bandwidth(x, "liu_subsampled", rng_key=key, max_points=100)
     assert 0.5 * median_bandwidth(x) < h < 2.0 * median_bandwidth(x)
+    # without a key: the strided rows 0, 3, 6, ... (regression: RBF("liu_subsampled") used to always raise)
+    strided = median_bandwidth(x, "liu_subsampled", max_points=100)
+    sub = x[::3]
+    expected = jnp.median(jnp.sum((sub[:, None] - sub[None]) ** 2, -1)) / jnp.log(301.0)
+    np.testing.assert_allclose(strided, expected, rtol=1e-5)
+    k = RBF("liu_subsampled").resolve(jax.random.normal(key, (1500, 2)))
+    assert k.is_resolved and float(k.bandwidth) > 0
 
 
 def test_rbf_resolves_rule(key):

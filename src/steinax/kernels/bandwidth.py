@@ -19,8 +19,11 @@ Rules (``n`` particles, ``D_ij = ||x_i - x_j||^2``):
     kernels): ``h_d = median_{i<j} (x_id - x_jd)^2 / log(n + 1)``. Returns a
     ``[d]`` vector; the RBF kernel then reads ``exp(-sum_d (x_d - y_d)^2 / h_d)``.
 ``"liu_subsampled"``
-    ``"liu"`` on the first ``max_points`` particles of a random permutation
-    (explicit option for huge ``n``; needs ``rng_key``; not permutation-equivariant).
+    ``"liu"`` on ``max_points`` of the particles (explicit option for huge ``n``;
+    not permutation-equivariant): a random subset when ``rng_key`` is given, else
+    the evenly strided rows ``0, s, 2s, ...`` with ``s = n // max_points``
+    (deterministic, so ``RBF("liu_subsampled")`` needs no key). The log factor
+    uses the full ``n``.
 
 Fallback: when the median is zero or not finite (``n = 1``, or all particles
 coincide) the bandwidth is ``1.0``; there is no scale to read off the particles.
@@ -312,7 +315,7 @@ def median_bandwidth(
         block_size: when set (and ``sqdist`` is not given), distances are
             recomputed in row blocks of this size at each counting pass, so
             memory stays O(block_size * n); the result is identical.
-        rng_key: required by ``"liu_subsampled"`` only.
+        rng_key: ``"liu_subsampled"`` only: a random subset (default: strided rows).
         max_points: subsample size of ``"liu_subsampled"``.
 
     Returns:
@@ -344,11 +347,12 @@ def median_bandwidth(
             return _finalise(med, n)
         return _finalise(jax.lax.map(_median_pairwise_1d, particles.T), n)
     if rule == "liu_subsampled":
-        if rng_key is None:
-            raise ValueError("`rng_key` is required by the bandwidth rule 'liu_subsampled'; received None")
         if n <= max_points:
             return median_bandwidth(particles, "liu", sqdist=sqdist, block_size=block_size)
-        sub = particles[jax.random.permutation(rng_key, n)[:max_points]]
+        if rng_key is None:
+            sub = particles[:: n // max_points][:max_points]
+        else:
+            sub = particles[jax.random.permutation(rng_key, n)[:max_points]]
         # the log factor uses the full n: the subsample only estimates the median
         return _finalise(_dense_median(squared_distances(sub, sub), max_points * max_points), n)
     raise ValueError(f"`rule` must be one of {BANDWIDTH_RULES}; received {rule!r}")

@@ -37,7 +37,7 @@ from steinax._validation import check_particles
 from steinax.kernels.base import IMQ, AbstractKernel
 from steinax.particles.base import AbstractParticleMethod, ParticleState
 from steinax.stein.ksd import ksd
-from steinax.targets.base import as_target
+from steinax.targets.base import as_target, check_target
 
 __all__ = ["run", "RunResult", "Trace", "NonFiniteError"]
 
@@ -254,6 +254,7 @@ def run(
         state = initial_state
         particles = check_particles(state.particles, "initial_state.particles")
     diag_kernel = diag_kernel.resolve(particles)
+    check_target(target, rng_key, particles)
 
     k0, info0, bad_rows = _initial_record(method, target, diag_kernel, particles, rng_key, diagnostic_block_size)
     bad_rows = np.asarray(bad_rows)

@@ -3,8 +3,23 @@
 ``H0: the samples come from p``, tested with ``n * S`` where ``S`` is the squared
 KSD (:func:`steinax.ksd`) or KCC-SD (:func:`steinax.stein.kcc_sd`), U- or
 V-statistic. The null distribution is approximated by the **wild bootstrap**
-of Chwialkowski, Strathmann & Gretton (2016) with Rademacher multipliers
-``w in {-1, +1}^n`` (i.i.d. samples, so no autocorrelated multipliers):
+of Chwialkowski, Strathmann & Gretton (2016) with Rademacher-type multipliers
+``w in {-1, +1}^n``:
+
+* ``bootstrap="iid"``: independent Rademacher signs, for independent samples;
+* ``bootstrap="dependent"``: for autocorrelated samples (MCMC chains), the
+  wild bootstrap for dependent data of Chwialkowski, Sejdinovic & Gretton
+  (2014), in the form of Chwialkowski, Strathmann & Gretton (2016, sec. 2.2):
+  within each chain ``w_1 = +-1`` with equal probability and
+  ``w_t = -w_{t-1}`` with probability ``1 / block_length``, else ``w_t = w_{t-1}``,
+  so ``corr(w_t, w_s) = (1 - 2 / block_length)^{|t - s|}``: the signs persist over
+  about ``block_length`` draws and the bootstrap keeps the chain's
+  autocorrelation. Chains are independent of each other. ``block_length = 2``
+  (a fair coin at every draw) is the i.i.d. case; it must be ``>= 2``. The
+  expected length of a run of equal signs is ``block_length``. With
+  ``block_length="auto"`` it is ``max(2, ceil(6 tau))`` with ``tau`` the largest
+  integrated autocorrelation time of the coordinates
+  (:func:`integrated_autocorrelation_time`); see ``gof_test``.
 
 .. math::
 
@@ -28,15 +43,25 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from steinax._validation import check_particles, check_scores
+from steinax._validation import check_finite_statistic, check_particles, check_scores
 from steinax.kernels.base import AbstractKernel, IMQ, map_coordinates
 from steinax.kernels.pairwise import fold_row_blocks
 from steinax.stein.ksd import check_estimator, stein_kernel_from_terms, stein_terms
 
-__all__ = ["DISCREPANCIES", "GofResult", "gof_test", "stein_matrix_rows"]
+__all__ = [
+    "BOOTSTRAPS",
+    "DISCREPANCIES",
+    "GofResult",
+    "gof_test",
+    "integrated_autocorrelation_time",
+    "stein_matrix_rows",
+    "wild_bootstrap_multipliers",
+]
 
 DISCREPANCIES = ("ksd", "kcc_sd")
+BOOTSTRAPS = ("iid", "dependent")
 
 
 class GofResult(eqx.Module):
@@ -48,6 +73,9 @@ class GofResult(eqx.Module):
         threshold: the ``1 - level`` quantile of the bootstrap statistics.
         reject: ``p_value <= level``.
         discrepancy: the squared discrepancy ``S`` itself.
+        bootstrap: which wild bootstrap ran: ``"iid"`` or ``"dependent"``.
+        block_length: the dependent bootstrap's expected run length of equal signs (``None`` for iid).
+        chains: the number of chains the samples were split into.
     """
 
     statistic: jax.Array
@@ -59,6 +87,9 @@ class GofResult(eqx.Module):
     n_bootstrap: int = eqx.field(static=True)
     estimator: str = eqx.field(static=True)
     kind: str = eqx.field(static=True)
+    bootstrap: str = eqx.field(static=True, default="iid")
+    block_length: int | None = eqx.field(static=True, default=None)
+    chains: int = eqx.field(static=True, default=1)
 
 
 def stein_matrix_rows(kind: str, particles, scores, kernel: AbstractKernel):
@@ -90,6 +121,72 @@ def stein_matrix_rows(kind: str, particles, scores, kernel: AbstractKernel):
     return rows_cc
 
 
+def integrated_autocorrelation_time(chains, window_factor: float = 5.0) -> float:
+    """Largest integrated autocorrelation time over the coordinates of ``chains`` ``[c, t, d]``.
+
+    ``tau = 1 + 2 sum_{k=1}^{M} rho_k`` with ``rho_k`` the lag-k autocorrelation
+    (FFT, averaged over chains) and Sokal's automatic window: the smallest ``M``
+    with ``M >= window_factor * tau(M)``. ``tau = 1`` for independent draws,
+    ``(1 + phi) / (1 - phi)`` for an AR(1) chain with coefficient ``phi``.
+    Computed on the host with NumPy (it only chooses a static block length).
+    """
+    x = np.asarray(chains, np.float64)
+    if x.ndim != 3 or x.shape[1] < 4:
+        raise ValueError(f"`chains` must have shape [chains, draws >= 4, d]; received shape {x.shape}")
+    c, t, d = x.shape
+    xc = x - x.mean(axis=1, keepdims=True)
+    size = 1 << (2 * t - 1).bit_length()
+    f = np.fft.rfft(xc, n=size, axis=1)
+    acov = np.fft.irfft(f * np.conj(f), n=size, axis=1)[:, :t] / t  # [c, t, d]
+    acov = acov.mean(axis=0)
+    var = acov[0]
+    rho = np.where(var > 0, acov / np.where(var > 0, var, 1.0), 0.0)  # [t, d]
+    taus = 2.0 * np.cumsum(rho, axis=0) - 1.0  # tau(M) for M = 0 .. t-1
+    worst = 1.0
+    for j in range(d):
+        ok = np.arange(t) >= window_factor * taus[:, j]
+        m = int(np.argmax(ok)) if ok.any() else t - 1
+        worst = max(worst, float(taus[m, j]))
+    return worst
+
+
+def wild_bootstrap_multipliers(
+    rng_key: jax.Array, n_bootstrap: int, n: int, dtype, *, bootstrap: str = "iid", block_length: int = 2, chains: int = 1
+) -> jax.Array:
+    """``[n_bootstrap, n]`` multipliers in ``{-1, +1}`` for the wild bootstrap (see the module docstring).
+
+    ``"iid"``: independent Rademacher signs. ``"dependent"``: per chain (the
+    ``n`` samples are ``chains`` equal chains laid one after the other), a
+    sign process that flips with probability ``1 / block_length`` at each draw
+    (Chwialkowski, Strathmann & Gretton 2016, sec. 2.2), computed as a
+    cumulative product of flips, no loop.
+    """
+    if bootstrap == "iid":
+        return jax.random.rademacher(rng_key, (n_bootstrap, n), dtype)
+    key_start, key_flip = jax.random.split(rng_key)
+    draws = n // chains
+    start = jax.random.rademacher(key_start, (n_bootstrap, chains, 1), dtype)
+    flips = jnp.where(jax.random.uniform(key_flip, (n_bootstrap, chains, draws - 1)) < 1.0 / block_length, -1.0, 1.0)
+    signs = jnp.concatenate([jnp.ones((n_bootstrap, chains, 1)), jnp.cumprod(flips, axis=2)], axis=2)
+    return (start * signs.astype(dtype)).reshape(n_bootstrap, n)
+
+
+def resolve_block_length(block_length, samples, chains: int) -> int:
+    """The dependent bootstrap's block length: an integer ``>= 2`` or ``"auto"`` (``max(2, ceil(6 tau))``)."""
+    if isinstance(block_length, str):
+        if block_length != "auto":
+            raise ValueError(f"`block_length` must be an integer >= 2 or 'auto'; received {block_length!r}")
+        x = np.asarray(samples)
+        tau = integrated_autocorrelation_time(x.reshape(chains, x.shape[0] // chains, x.shape[1]))
+        return max(2, int(np.ceil(AUTO_BLOCK_FACTOR * tau)))
+    if isinstance(block_length, bool) or not isinstance(block_length, (int, np.integer)) or block_length < 2:
+        raise ValueError(f"`block_length` must be an integer >= 2 or 'auto'; received {block_length!r}")
+    return int(block_length)
+
+
+AUTO_BLOCK_FACTOR = 6.0
+
+
 def gof_test(
     samples: jax.Array,
     scores: jax.Array,
@@ -101,6 +198,9 @@ def gof_test(
     level: float = 0.05,
     n_bootstrap: int = 1000,
     block_size: int | None = None,
+    bootstrap: str = "iid",
+    block_length: int | str = "auto",
+    chains: int = 1,
 ) -> GofResult:
     """Kernel Stein goodness-of-fit test with a wild (Rademacher) bootstrap.
 
@@ -114,6 +214,12 @@ def gof_test(
         level: test level in (0, 1).
         n_bootstrap: number of bootstrap draws ``B``.
         block_size: rows of ``H`` per block (memory O(block_size * n + B * n)).
+        bootstrap: ``"iid"`` (independent samples) or ``"dependent"`` (autocorrelated
+            chains; see the module docstring).
+        block_length: the dependent bootstrap's expected run of equal signs, an
+            integer ``>= 2`` or ``"auto"`` (from the chains' autocorrelation time).
+        chains: the samples are this many equal-length chains, one after the other
+            (chain-major); the dependent multipliers restart at every chain.
 
     Example:
         >>> import jax
@@ -132,12 +238,45 @@ def gof_test(
         raise ValueError(f"`kind` must be one of {DISCREPANCIES}; received {kind!r}")
     if not 0.0 < level < 1.0:
         raise ValueError(f"`level` must be in (0, 1); received {level!r}")
-    if not isinstance(n_bootstrap, int) or n_bootstrap < 1:
+    if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, (int, np.integer)) or n_bootstrap < 1:
         raise ValueError(f"`n_bootstrap` must be a positive integer; received {n_bootstrap!r}")
+    if bootstrap not in BOOTSTRAPS:
+        raise ValueError(f"`bootstrap` must be one of {BOOTSTRAPS}; received {bootstrap!r}")
+    if isinstance(chains, bool) or not isinstance(chains, (int, np.integer)) or chains < 1 or n % chains:
+        raise ValueError(f"`chains` must be a positive integer dividing n = {n}; received {chains!r}")
+    if bootstrap == "dependent" and n // chains < 4:
+        raise ValueError(f"the dependent bootstrap needs chains of >= 4 draws; received {chains} chains of {n // chains}")
+    length = resolve_block_length(block_length, samples, int(chains)) if bootstrap == "dependent" else None
     kernel = IMQ() if kernel is None else kernel
+    w = wild_bootstrap_multipliers(
+        rng_key, int(n_bootstrap), n, samples.dtype, bootstrap=bootstrap, block_length=length or 2, chains=int(chains)
+    )
+    statistic, p_value, threshold, discrepancy = _gof(kind, samples, scores, kernel, w, estimator, level, block_size)
+    result = GofResult(
+        statistic=statistic,
+        p_value=p_value,
+        threshold=threshold,
+        reject=p_value <= level,
+        discrepancy=discrepancy,
+        level=level,
+        n_bootstrap=int(n_bootstrap),
+        estimator=estimator,
+        kind=kind,
+        bootstrap=bootstrap,
+        block_length=length,
+        chains=int(chains),
+    )
+    check_finite_statistic(discrepancy, f"the squared {kind.upper().replace('_', '-')}", scores)
+    return result
+
+
+@eqx.filter_jit
+def _gof(kind, samples, scores, kernel, w, estimator, level, block_size):
+    """The test's statistic, p-value, threshold and discrepancy from multipliers ``w`` ``[B, n]`` (compiled)."""
+    n = samples.shape[0]
+    n_bootstrap = w.shape[0]
     rows = stein_matrix_rows(kind, samples, scores, kernel)
     dtype = samples.dtype
-    w = jax.random.rademacher(rng_key, (n_bootstrap, n), dtype)
 
     def block(acc, row_index, xr, sr):
         total, diag, boot = acc
@@ -156,14 +295,4 @@ def gof_test(
         discrepancy, statistic, boot = (total - diag) / float(n * (n - 1)), (total - diag) / (n - 1), (boot - diag) / (n - 1)
     p_value = (1.0 + jnp.sum(boot >= statistic)) / (1.0 + n_bootstrap)
     threshold = jnp.quantile(boot, 1.0 - level)
-    return GofResult(
-        statistic=statistic,
-        p_value=p_value,
-        threshold=threshold,
-        reject=p_value <= level,
-        discrepancy=discrepancy,
-        level=level,
-        n_bootstrap=n_bootstrap,
-        estimator=estimator,
-        kind=kind,
-    )
+    return statistic, p_value, threshold, discrepancy

@@ -37,10 +37,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from steinax._validation import check_particles, check_scores
+from steinax._validation import check_finite_statistic, check_particles, check_scores
 from steinax.kernels.base import AbstractKernel, map_coordinates
 from steinax.stein.ksd import _ksd, check_estimator, stein_kernel_pairs
 
@@ -57,6 +58,7 @@ def kcc_sd_coordinates(
     return _kcc_coordinates(particles, scores, kernel, estimator, block_size)
 
 
+@eqx.filter_jit
 def _kcc_coordinates(particles, scores, kernel, estimator, block_size):
     return map_coordinates(lambda col, s_col, k_i: _ksd(col, s_col, k_i, estimator, block_size), particles, scores, kernel)
 
@@ -87,6 +89,7 @@ def kcc_sd(
     scores = check_scores(scores, particles)
     check_estimator(estimator, particles.shape[0], squared)
     value = jnp.sum(_kcc_coordinates(particles, scores, kernel, estimator, block_size))
+    check_finite_statistic(value, "the squared KCC-SD", scores)
     return value if squared else jnp.sqrt(value)
 
 

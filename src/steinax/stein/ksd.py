@@ -14,7 +14,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from steinax._validation import check_particles, check_scores
+from steinax._validation import check_finite_statistic, check_particles, check_scores
 from steinax.kernels.base import AbstractKernel
 from steinax.kernels.pairwise import fold_row_blocks, squared_distances
 
@@ -214,6 +214,7 @@ def ksd(
     scores = check_scores(scores, particles)
     check_estimator(estimator, particles.shape[0], squared)
     value = _ksd(particles, scores, kernel, estimator, block_size)
+    check_finite_statistic(value, "the squared KSD", scores)
     return value if squared else jnp.sqrt(value)
 
 
@@ -227,6 +228,7 @@ def check_estimator(estimator: str, n: int, squared: bool = True) -> None:
         raise ValueError("`squared=False` (the square root) is defined for the V-statistic only; the U-statistic can be negative")
 
 
+@eqx.filter_jit
 def _ksd(particles, scores, kernel, estimator, block_size):
     """Squared KSD without input checks (see :func:`ksd`)."""
     n = particles.shape[0]

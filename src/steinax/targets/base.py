@@ -29,7 +29,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-__all__ = ["AbstractTarget", "LogDensityTarget", "ScoreTarget", "MinibatchTarget", "as_target"]
+__all__ = ["AbstractTarget", "LogDensityTarget", "ScoreTarget", "MinibatchTarget", "as_target", "check_target", "evaluate_checked"]
 
 
 class AbstractTarget(eqx.Module):
@@ -173,3 +173,48 @@ def as_target(target) -> AbstractTarget:
         "`target` must be a log-density function `logdensity(x)` of one [d] point or a "
         f"steinax.targets.AbstractTarget; received {type(target).__name__}"
     )
+
+
+def check_target(target: AbstractTarget, rng_key: jax.Array, particles: jax.Array, name: str = "target") -> None:
+    """Trace ``target.evaluate`` at ``particles`` (no computation) and raise a clear error if it does not fit.
+
+    Checks that a log-density function returns a scalar for one ``[d]`` point and
+    that ``evaluate`` returns ``[n]`` log-densities (or ``None``) and ``[n, d]`` scores.
+
+    Raises:
+        ValueError: naming ``name``, what it returned and what was expected.
+    """
+    n, d = particles.shape
+    if isinstance(target, LogDensityTarget):
+        try:
+            out = jax.eval_shape(target.logdensity_fn, jax.ShapeDtypeStruct((d,), particles.dtype))
+        except Exception as exc:
+            raise ValueError(
+                f"`{name}` could not be evaluated at one point of shape ({d},): {type(exc).__name__}: {_first_line(exc)}"
+            ) from exc
+        if not hasattr(out, "shape") or out.shape != ():
+            got = getattr(out, "shape", type(out).__name__)
+            raise ValueError(
+                f"`{name}` must return a scalar log-density for one point of shape ({d},); it returned shape {got}"
+            )
+    try:
+        logd, scores = jax.eval_shape(target.evaluate, rng_key, particles)
+    except Exception as exc:
+        raise ValueError(
+            f"`{name}` could not be evaluated at particles of shape {(n, d)}: {type(exc).__name__}: {_first_line(exc)}"
+        ) from exc
+    if scores.shape != (n, d):
+        raise ValueError(f"`{name}` returned scores of shape {scores.shape} for particles of shape {(n, d)}; expected {(n, d)}")
+    if logd is not None and logd.shape != (n,):
+        raise ValueError(f"`{name}` returned log-densities of shape {logd.shape} for {n} particles; expected ({n},)")
+
+
+def evaluate_checked(target: AbstractTarget, rng_key: jax.Array, particles: jax.Array, name: str = "target"):
+    """``target.evaluate(rng_key, particles)`` after :func:`check_target`."""
+    check_target(target, rng_key, particles, name)
+    return target.evaluate(rng_key, particles)
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
