@@ -7,7 +7,7 @@ rejection is a false one. Each data set is tested twice with the squared KSD
 (IMQ(1, -1/2), V-statistic; U gives the same decisions) at the same level and
 with the same number of bootstrap draws: with i.i.d. Rademacher multipliers,
 and with the dependent wild bootstrap (sign process flipping with probability
-1 / block_length, block_length = ceil(6 tau), tau the estimated integrated
+1 / block_length, block_length = ceil(8 tau), tau the estimated integrated
 autocorrelation time; ``steinax.stein.gof_test(bootstrap="dependent")``).
 
 A calibrated test's rejection count is Binomial(reps, level); the script
@@ -81,7 +81,7 @@ def main(argv=None):
     banner("KSD test on autocorrelated AR(1) chains (H0 true): i.i.d. vs dependent wild bootstrap", {
         "p": f"N(0, I_{args.d})", "chains x draws": f"{args.chains} x {args.draws}", "level": args.level,
         "bootstrap draws": args.bootstrap, "kernel": "IMQ(1, -1/2), V-statistic", "replications": args.reps,
-        "dependent block length": "ceil(6 tau), tau = estimated integrated autocorrelation time",
+        "dependent block length": "ceil(8 tau), tau = estimated integrated autocorrelation time",
         "calibrated: rejections within": f"[{int(lo)}, {int(hi)}] (binomial 99%)", "seed": args.seed,
     })
     print(f"{'phi':>5} {'tau (exact)':>11} {'block':>6} {'iid rej':>8} {'rate':>6} {'dep rej':>8} {'rate':>6}  calibrated (iid / dependent)")

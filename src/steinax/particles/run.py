@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import time
 
@@ -34,6 +35,7 @@ import numpy as np
 import optax
 
 from steinax._validation import check_particles
+from steinax.checkpoint import fingerprint_tree, load_checkpoint, save_checkpoint
 from steinax.kernels.base import IMQ, AbstractKernel
 from steinax.particles.base import AbstractParticleMethod, ParticleState
 from steinax.stein.ksd import ksd
@@ -196,6 +198,8 @@ def run(
     diagnostic_block_size: int | None = None,
     initial_state: ParticleState | None = None,
     progress: bool | str = "auto",
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int | None = None,
 ) -> RunResult:
     """Run a particle method for ``steps`` steps, compiled as one loop.
 
@@ -216,6 +220,15 @@ def run(
         diagnostic_block_size: row-block size for the trace's KSD at large ``n``.
         initial_state: resume from a previous ``result.state`` (then ``particles`` is ignored).
         progress: ``True``, ``False`` or ``"auto"`` (a bar for runs of >= 1000 steps on a terminal).
+        checkpoint: a ``.npz`` path (schema: :mod:`steinax.checkpoint`). Every
+            ``checkpoint_every`` steps the state (particles, optimizer state, method
+            state, step), the trace so far and the key are written atomically. If the
+            file exists, the run **resumes** from it, bit for bit as if never interrupted;
+            a finished run returns its result without computing. A checkpoint written by
+            a different method, target, particle shape, dtype, optimizer state, key or
+            trace spacing is refused (:class:`~steinax.checkpoint.CheckpointMismatchError`).
+        checkpoint_every: steps between checkpoints, a multiple of ``trace_every``
+            (default: about a tenth of the run). At most this many steps are lost.
 
     Returns:
         A :class:`RunResult`.
@@ -230,14 +243,9 @@ def run(
     target = as_target(target)
     if not (isinstance(optimizer, optax.GradientTransformation) or hasattr(optimizer, "update")):
         raise TypeError(f"`optimizer` must be an optax GradientTransformation; received {type(optimizer).__name__}")
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise ValueError(f"`steps` must be a positive integer; received {steps!r}")
-    steps = int(steps)
-    if trace_every is None:
-        trace_every = max(1, steps // 100)
-    if isinstance(trace_every, bool) or not isinstance(trace_every, (int, np.integer)) or trace_every < 1:
-        raise ValueError(f"`trace_every` must be a positive integer; received {trace_every!r}")
-    trace_every = min(int(trace_every), steps)
+    steps = _positive_int(steps, "steps")
+    trace_every = max(1, steps // 100) if trace_every is None else _positive_int(trace_every, "trace_every")
+    trace_every = min(trace_every, steps)
     if not (hasattr(rng_key, "dtype") and (jax.dtypes.issubdtype(rng_key.dtype, jax.dtypes.prng_key) or rng_key.shape == (2,))):
         raise TypeError(f"`rng_key` must be a JAX PRNG key (jax.random.key(seed)); received {rng_key!r}")
     diag_kernel = IMQ() if diagnostic_kernel is None else diagnostic_kernel
@@ -253,6 +261,28 @@ def run(
     else:
         state = initial_state
         particles = check_particles(state.particles, "initial_state.particles")
+    start_step = int(state.step)
+    end_step = start_step + steps
+
+    prior_trace = None
+    if checkpoint is not None:
+        checkpoint = os.fspath(checkpoint)
+        if checkpoint_every is None:
+            checkpoint_every = trace_every * max(1, (steps // 10) // trace_every)
+        checkpoint_every = _positive_int(checkpoint_every, "checkpoint_every")
+        if checkpoint_every % trace_every:
+            raise ValueError(
+                f"`checkpoint_every` must be a multiple of `trace_every` = {trace_every} (so a resumed trace equals an "
+                f"uninterrupted one); received {checkpoint_every}"
+            )
+        fingerprint = _run_fingerprint(method, target, state, optimizer, rng_key, trace_every, diag_kernel, start_step)
+        if os.path.exists(checkpoint):
+            state, prior_trace = _load_run(checkpoint, state, fingerprint)
+            particles = state.particles
+    else:
+        if checkpoint_every is not None:
+            raise ValueError("`checkpoint_every` needs `checkpoint` (a file path)")
+        checkpoint_every = steps
     diag_kernel = diag_kernel.resolve(particles)
     check_target(target, rng_key, particles)
 
@@ -264,47 +294,91 @@ def run(
             "the target's log-density or score is not finite at the initial `particles`, rows "
             f"{rows[:10].tolist()}{' ...' if rows.size > 10 else ''}; expected finite values at every initial particle"
         )
+    if prior_trace is None:
+        trace = Trace(step=state.step[None], ksd=k0[None], direction_norm=jnp.full((1,), jnp.nan, k0.dtype),
+                      method=jax.tree_util.tree_map(lambda a: a[None], info0))
+    else:
+        template = Trace(step=state.step[None], ksd=k0[None], direction_norm=k0[None],
+                         method=jax.tree_util.tree_map(lambda a: a[None], info0))
+        trace = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(template), [jnp.asarray(a) for a in prior_trace])
 
-    n_chunks, remainder = divmod(steps, trace_every)
     run_id = next(_RUN_IDS)
-    bar = _make_bar(progress, steps)
+    bar = _make_bar(progress, max(0, end_step - int(state.step)))
     if bar is not None:
         _BARS[run_id] = bar
+    failed = -1
     try:
-        final, failed, rec = _loop(
-            method, target, optimizer, diag_kernel, state, rng_key, jnp.asarray(run_id),
-            n_chunks, trace_every, remainder, diagnostic_block_size, bar is not None,
-        )
-        jax.block_until_ready(final.particles)
+        while int(state.step) < end_step and failed < 0:
+            segment = min(checkpoint_every, end_step - int(state.step))
+            n_chunks, remainder = divmod(segment, trace_every)
+            state, failed, rec = _loop(
+                method, target, optimizer, diag_kernel, state, rng_key, jnp.asarray(run_id),
+                n_chunks, trace_every, remainder, diagnostic_block_size, bar is not None,
+            )
+            jax.block_until_ready(state.particles)
+            failed = int(failed)
+            trace = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]), trace, Trace(*rec))
+            if checkpoint is not None and failed < 0:
+                _save_run(checkpoint, state, trace, rng_key, fingerprint, end_step)
         if bar is not None:
             jax.effects_barrier()
     finally:
         if bar is not None:
             bar.close()
             _BARS.pop(run_id, None)
-    step0 = state.step
-    trace = Trace(
-        step=jnp.concatenate([step0[None], rec[0]]),
-        ksd=jnp.concatenate([k0[None], rec[1]]),
-        direction_norm=jnp.concatenate([jnp.full((1,), jnp.nan, rec[2].dtype), rec[2]]),
-        method=jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), info0, rec[3]),
-    )
-    failed = int(failed)
     if failed >= 0:
         keep = np.asarray(trace.step) < failed
         trace = trace[np.nonzero(keep)[0]]
     result = RunResult(
-        particles=final.particles,
-        samples=target.postprocess(final.particles),
+        particles=state.particles,
+        samples=target.postprocess(state.particles),
         trace=trace,
-        state=final,
+        state=state,
         wall_time=time.perf_counter() - t0,
     )
     if failed >= 0:
         raise NonFiniteError(
             f"non-finite values (log-density, score, direction or particles) appeared at step {failed} "
-            f"of {int(step0) + steps}; the run stopped and `err.result` holds the particles after step {failed - 1}",
+            f"of {end_step}; the run stopped and `err.result` holds the particles after step {failed - 1}",
             failed,
             result,
         )
     return result
+
+
+def _positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"`{name}` must be a positive integer; received {value!r}")
+    return int(value)
+
+
+# ---------------------------------------------------------------- checkpoints
+
+
+def _run_fingerprint(method, target, state, optimizer, rng_key, trace_every, diag_kernel, start_step) -> dict:
+    """What a checkpoint of :func:`run` must match to be resumed (see :mod:`steinax.checkpoint`)."""
+    del optimizer  # optax optimizers are closures: their state's structure and shapes identify them
+    return {
+        "kind": "steinax.run",
+        "method": type(method).__name__,
+        "method_fingerprint": fingerprint_tree(method),
+        "target": type(target).__name__,
+        "target_fingerprint": fingerprint_tree(target),
+        "particles": list(state.particles.shape),
+        "dtype": str(state.particles.dtype),
+        "optimizer_state": fingerprint_tree(jax.tree_util.tree_map(jnp.zeros_like, state.opt_state)),
+        "rng_key": fingerprint_tree(rng_key),
+        "trace_every": trace_every,
+        "diagnostic_kernel": fingerprint_tree(diag_kernel),
+        "start_step": start_step,
+    }
+
+
+def _save_run(path, state, trace, rng_key, fingerprint, end_step):
+    meta = dict(fingerprint, step=int(state.step), end_step=end_step)
+    save_checkpoint(path, {"state": state, "trace": trace, "rng_key": rng_key}, meta)
+
+
+def _load_run(path, template_state, fingerprint):
+    trees, _ = load_checkpoint(path, {"state": template_state, "trace": None}, fingerprint)
+    return trees["state"], trees["trace"]

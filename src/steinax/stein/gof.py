@@ -17,7 +17,7 @@ of Chwialkowski, Strathmann & Gretton (2016) with Rademacher-type multipliers
   autocorrelation. Chains are independent of each other. ``block_length = 2``
   (a fair coin at every draw) is the i.i.d. case; it must be ``>= 2``. The
   expected length of a run of equal signs is ``block_length``. With
-  ``block_length="auto"`` it is ``max(2, ceil(6 tau))`` with ``tau`` the largest
+  ``block_length="auto"`` it is ``max(2, ceil(8 tau))`` with ``tau`` the largest
   integrated autocorrelation time of the coordinates
   (:func:`integrated_autocorrelation_time`); see ``gof_test``.
 
@@ -172,7 +172,7 @@ def wild_bootstrap_multipliers(
 
 
 def resolve_block_length(block_length, samples, chains: int) -> int:
-    """The dependent bootstrap's block length: an integer ``>= 2`` or ``"auto"`` (``max(2, ceil(6 tau))``)."""
+    """The dependent bootstrap's block length: an integer ``>= 2`` or ``"auto"`` (``max(2, ceil(8 tau))``)."""
     if isinstance(block_length, str):
         if block_length != "auto":
             raise ValueError(f"`block_length` must be an integer >= 2 or 'auto'; received {block_length!r}")
@@ -184,7 +184,7 @@ def resolve_block_length(block_length, samples, chains: int) -> int:
     return int(block_length)
 
 
-AUTO_BLOCK_FACTOR = 6.0
+AUTO_BLOCK_FACTOR = 8.0
 
 
 def gof_test(
