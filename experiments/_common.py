@@ -19,6 +19,12 @@ def write_csv_atomically(path: str, rows: list[dict]) -> None:
     atomic_write(path, write)
 
 
+def read_csv(path: str) -> list[dict]:
+    """Rows of a CSV written by :func:`write_csv_atomically` (values as strings)."""
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
 def save_figure(fig, path: str) -> None:
     from steinax.plot import save_figure as save
 

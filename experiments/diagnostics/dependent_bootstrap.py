@@ -30,7 +30,7 @@ import numpy as np
 from steinax.stein import gof_test
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner, write_csv_atomically  # noqa: E402
+from _common import banner, pyplot, read_csv, save_figure, write_csv_atomically  # noqa: E402
 
 
 def ar1_chains(rng_key, chains: int, draws: int, d: int, phi: float) -> jax.Array:
@@ -74,7 +74,12 @@ def main(argv=None):
     p.add_argument("--level", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=2026)
     p.add_argument("--out", default="docs/experiments/diagnostics")
+    p.add_argument("--replot", action="store_true", help="redraw the figure from the CSV in --out, no computation")
     args = p.parse_args(argv)
+    if args.replot:
+        rows = read_csv(os.path.join(args.out, "dependent_bootstrap.csv"))
+        plot(rows, os.path.join(args.out, "dependent_bootstrap.png"))
+        return rows
     from scipy.stats import binom
 
     lo, hi = binom.interval(0.99, args.reps, args.level)
@@ -99,8 +104,28 @@ def main(argv=None):
     if args.out:
         path = os.path.join(args.out, "dependent_bootstrap.csv")
         write_csv_atomically(path, rows)
-        print(f"wrote {path}")
+        plot(rows, path[:-4] + ".png")
+        print(f"wrote {path} and .png")
     return rows
+
+
+def plot(rows, path):
+    """Rejection rate against phi for both bootstraps, with the binomial 99% band of a calibrated test."""
+    plt = pyplot()
+    phi = [float(r["phi"]) for r in rows]
+    reps = int(rows[0]["reps"])
+    fig, ax = plt.subplots(figsize=(5.0, 3.4))
+    ax.axhspan(int(rows[0]["interval_lo"]) / reps, int(rows[0]["interval_hi"]) / reps, color="0.85",
+               label="binomial 99% interval at the level")
+    ax.plot(phi, [int(r["iid_rejections"]) / reps for r in rows], "o-", label="i.i.d. wild bootstrap")
+    ax.plot(phi, [int(r["dependent_rejections"]) / reps for r in rows], "s-", label="dependent wild bootstrap")
+    ax.axhline(float(rows[0]["level"]), color="k", lw=0.8, ls="--")
+    ax.set_xlabel(r"AR(1) coefficient $\phi$ (H0 true)")
+    ax.set_ylabel(f"rejection rate ({reps} replications)")
+    ax.set_yscale("log")
+    ax.legend(fontsize="x-small")
+    fig.tight_layout()
+    save_figure(fig, path)
 
 
 if __name__ == "__main__":

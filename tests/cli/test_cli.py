@@ -1,4 +1,7 @@
 import os
+import stat
+
+from steinax._io import default_file_mode
 
 from steinax.cli import main
 
@@ -12,6 +15,7 @@ def test_demo_writes_figure_and_table(tmp_path, capsys):
     assert "final KSD" in text and "MMD^2" in text
     assert out.stat().st_size > 10_000
     assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp")]
+    assert stat.S_IMODE(out.stat().st_mode) == default_file_mode()  # was 0600 (tempfile.mkstemp's mode)
 
 
 def test_version_and_help(capsys):

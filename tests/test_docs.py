@@ -1,0 +1,43 @@
+"""Every ```python block of the README and the docs runs (one namespace per page, in order, in a temp folder).
+
+Blocks are executed as written except that ``steps=N`` above 300 is cut to 300 and NUTS runs
+are shortened, to keep the suite fast; what is printed is not compared.
+"""
+
+import glob
+import os
+import re
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+PAGES = ["README.md"] + sorted(
+    os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True)
+)
+PAGES = [p for p in PAGES if "```python" in open(os.path.join(ROOT, p)).read()]
+
+
+def _blocks(page):
+    text = open(os.path.join(ROOT, page)).read()
+    return re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
+
+
+def _shorten(code):
+    code = re.sub(r"steps=(\d+)", lambda m: f"steps={min(int(m.group(1)), 300)}", code)
+    return code.replace("num_warmup=300, num_samples=300", "num_warmup=150, num_samples=150")
+
+
+def test_pages_with_code_are_found():
+    assert "README.md" in PAGES and os.path.join("docs", "getting-started.md") in PAGES
+    assert sum(len(_blocks(p)) for p in PAGES) >= 10
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_docs_snippets_run(page, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    namespace = {"__name__": "__docs__"}
+    for i, code in enumerate(_blocks(page)):
+        exec(compile(_shorten(code), f"{page}[block {i}]", "exec"), namespace)
