@@ -10,6 +10,7 @@ import os
 import sys
 
 import jax
+import jax.numpy as jnp
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))  # tests/reference.py: naive reference implementations
@@ -42,3 +43,14 @@ def dtype(request):
 def tols(dtype):
     """``dict(rtol=..., atol=...)`` for the current ``dtype`` (see the module docstring)."""
     return TOL[dtype]
+
+
+def tolerance(dtype, scale: float = 1.0) -> dict:
+    """``dict(rtol=..., atol=...)`` for arrays of ``dtype`` (the one tolerance helper; see the module docstring).
+
+    ``scale`` widens both for quantities that accumulate more rounding than an O(n) sum
+    (e.g. eigenvalues of an n x n matrix: ``scale=n``); say why where it is used.
+    """
+    name = jnp.dtype(dtype).name
+    base = TOL[name]
+    return {k: v * scale for k, v in base.items()}

@@ -19,6 +19,7 @@ class PrecisionWarning(UserWarning):
 
 __all__ = [
     "PrecisionWarning",
+    "check_block_size",
     "check_finite_statistic",
     "check_particles",
     "check_scores",
@@ -137,3 +138,11 @@ def check_finite_statistic(value, what: str, scores=None) -> None:
         else " Check the target's scale."
     )
     raise FloatingPointError(f"{what} is not finite ({arr.tolist()!r}) although every sample and score is finite.{why}{hint}")
+
+
+def check_block_size(block_size, name: str = "block_size") -> None:
+    """``None`` (dense) or a positive integer (rows per block)."""
+    if block_size is None:
+        return
+    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
+        raise ValueError(f"`{name}` must be None (dense) or a positive integer; received {block_size!r}")

@@ -39,7 +39,7 @@ import csv
 import equinox as eqx
 
 from steinax._validation import check_particles
-from steinax.kernels.base import IMQ, AbstractKernel
+from steinax.kernels.base import IMQ, AbstractKernel, as_kernel
 from steinax.stein.gof import BOOTSTRAPS, DISCREPANCIES, GofResult, gof_test
 from steinax.stein.kcc_sd import kcc_sd
 from steinax.stein.ksd import ksd
@@ -327,7 +327,7 @@ def sample_quality(
     if bool(jnp.any(bad)):
         rows = np.flatnonzero(np.asarray(bad))[:5].tolist()
         raise ValueError(f"the target's score is not finite at sample rows {rows} (first five shown)")
-    kernel = IMQ() if kernel is None else kernel
+    kernel = as_kernel(kernel, IMQ())
     meta = dict(kind=kind, estimator=estimator, n=int(x.shape[0]), d=int(x.shape[1]), chains=int(chains))
     if not test:
         fn = ksd if kind == "ksd" else kcc_sd

@@ -32,3 +32,16 @@ def test_mmd_properties(key):
         mmd2(x, x[:, :1])
     with pytest.raises(ValueError, match="bandwidth"):
         mmd2(x, x, -1.0)
+
+
+def test_blocked_equals_dense(key):
+    from conftest import tolerance
+
+    from steinax.metrics import mmd2
+
+    x = jax.random.normal(key, (23, 3))
+    y = jax.random.normal(jax.random.fold_in(key, 1), (17, 3)) + 0.3
+    for estimator in ("u", "v"):
+        dense = mmd2(x, y, 1.3, estimator)
+        for block in (1, 5, 16):
+            np.testing.assert_allclose(mmd2(x, y, 1.3, estimator, block_size=block), dense, **tolerance(x.dtype))

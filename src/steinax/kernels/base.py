@@ -37,7 +37,7 @@ from steinax._validation import check_positive, is_concrete
 from steinax.kernels.bandwidth import BANDWIDTH_RULES, median_bandwidth
 from steinax.kernels.pairwise import squared_distances
 
-__all__ = ["AbstractKernel", "RBF", "IMQ"]
+__all__ = ["AbstractKernel", "RBF", "IMQ", "as_kernel"]
 
 
 class AbstractKernel(eqx.Module):
@@ -298,3 +298,18 @@ def map_coordinates(fn, particles: jax.Array, scores: jax.Array, kernel: Abstrac
     if n * n * d <= _VMAP_ELEMENTS and not (isinstance(kernel, RBF) and kernel.rule is not None):
         return jax.vmap(one)(args)
     return jax.lax.map(one, args)
+
+
+def as_kernel(kernel, default: AbstractKernel, name: str = "kernel") -> AbstractKernel:
+    """``kernel``, or ``default`` when it is ``None``; anything that is not a steinax kernel is a ``TypeError``.
+
+    The one check every public function taking a kernel uses.
+    """
+    if kernel is None:
+        return default
+    if not isinstance(kernel, AbstractKernel):
+        raise TypeError(
+            f"`{name}` must be a steinax kernel (steinax.RBF(...), steinax.IMQ(...)); received {type(kernel).__name__}"
+            + (f" {kernel!r}" if isinstance(kernel, str) else "")
+        )
+    return kernel

@@ -5,13 +5,21 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from steinax._validation import check_particles
+from steinax._validation import check_block_size, check_particles
 from steinax.kernels.base import RBF, AbstractKernel
+from steinax.kernels.pairwise import fold_row_blocks
 
 __all__ = ["mmd2"]
 
 
-def mmd2(x: jax.Array, y: jax.Array, bandwidth: float | AbstractKernel = 1.0, estimator: str = "v") -> jax.Array:
+def mmd2(
+    x: jax.Array,
+    y: jax.Array,
+    bandwidth: float | AbstractKernel = 1.0,
+    estimator: str = "v",
+    *,
+    block_size: int | None = None,
+) -> jax.Array:
     """Squared MMD between the samples ``x`` ``[n, d]`` and ``y`` ``[m, d]`` (Gretton et al. 2012).
 
     .. math::
@@ -20,7 +28,9 @@ def mmd2(x: jax.Array, y: jax.Array, bandwidth: float | AbstractKernel = 1.0, es
             + \\frac{1}{m^2}\\sum_{i,j} k(y_i, y_j) - \\frac{2}{nm}\\sum_{i,j} k(x_i, y_j),
 
     the U-statistic (``estimator="u"``) drops the diagonals of the first two sums.
-    The kernel is ``RBF(bandwidth)``, ``exp(-||x - y||^2 / h)`` (or any resolved kernel).
+    The kernel is ``RBF(bandwidth)``, ``exp(-||x - y||^2 / h)`` (or any kernel, resolved on
+    the pooled samples). ``block_size`` sums the Gram matrices by row blocks (memory
+    O(block_size * (n + m))).
     """
     x = check_particles(x, "x")
     y = check_particles(y, "y")
@@ -28,16 +38,28 @@ def mmd2(x: jax.Array, y: jax.Array, bandwidth: float | AbstractKernel = 1.0, es
         raise ValueError(f"`x` and `y` must have the same dimension; received {x.shape} and {y.shape}")
     if estimator not in ("u", "v"):
         raise ValueError(f"`estimator` must be 'u' or 'v'; received {estimator!r}")
+    check_block_size(block_size)
+    n, m = x.shape[0], y.shape[0]
+    if estimator == "u" and (n < 2 or m < 2):
+        raise ValueError("the U-statistic MMD needs at least 2 samples in each set")
     kernel = bandwidth if isinstance(bandwidth, AbstractKernel) else RBF(bandwidth)
     kernel = kernel.resolve(jnp.concatenate([x, y]).astype(jnp.result_type(x, y)))
-    n, m = x.shape[0], y.shape[0]
-    kxx, kyy, kxy = kernel.gram(x, x), kernel.gram(y, y), kernel.gram(x, y)
+    sxx, txx = _gram_sum(kernel, x, x, block_size)
+    syy, tyy = _gram_sum(kernel, y, y, block_size)
+    sxy, _ = _gram_sum(kernel, x, y, block_size)
     if estimator == "v":
-        return jnp.sum(kxx) / float(n * n) + jnp.sum(kyy) / float(m * m) - 2.0 * jnp.sum(kxy) / float(n * m)
-    if n < 2 or m < 2:
-        raise ValueError("the U-statistic MMD needs at least 2 samples in each set")
-    return (
-        (jnp.sum(kxx) - jnp.trace(kxx)) / float(n * (n - 1))
-        + (jnp.sum(kyy) - jnp.trace(kyy)) / float(m * (m - 1))
-        - 2.0 * jnp.sum(kxy) / float(n * m)
-    )
+        return sxx / float(n * n) + syy / float(m * m) - 2.0 * sxy / float(n * m)
+    return (sxx - txx) / float(n * (n - 1)) + (syy - tyy) / float(m * (m - 1)) - 2.0 * sxy / float(n * m)
+
+
+def _gram_sum(kernel, a, b, block_size):
+    """``(sum_ij k(a_i, b_j), sum_i k(a_i, b_i))`` by row blocks of ``a`` (the trace is meaningful when ``a is b``)."""
+
+    def rows(acc, idx, a_rows):
+        valid = (idx >= 0)[:, None]
+        g = jnp.where(valid, kernel.profile(kernel.scaled_sqdist(a_rows, b, row_index=idx if a is b else None))[0], 0.0)
+        diag = g[jnp.arange(g.shape[0]), jnp.clip(idx, 0, b.shape[0] - 1)] if a is b else jnp.zeros(g.shape[0], g.dtype)
+        return acc[0] + jnp.sum(g), acc[1] + jnp.sum(diag)
+
+    zero = jnp.zeros((), a.dtype)
+    return fold_row_blocks(rows, (zero, zero), a.shape[0], block_size, a)

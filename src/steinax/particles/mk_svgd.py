@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from steinax._validation import is_concrete
+from steinax._validation import check_block_size, is_concrete
 from steinax.kernels.bandwidth import median_bandwidth
 from steinax.kernels.base import RBF, AbstractKernel
 from steinax.kernels.pairwise import scan_row_blocks
@@ -81,6 +81,26 @@ class MKSVGD(AbstractParticleMethod):
     median_scaled: bool = eqx.field(static=True)
     ksd_estimator: str = eqx.field(static=True, default="v")
     block_size: int | None = eqx.field(static=True, default=256)
+
+    def __check_init__(self):
+        kernels = check_kernels(self.kernels)
+        if self.weight_rule not in MK_WEIGHT_RULES:
+            raise ValueError(f"`weights` must be one of {MK_WEIGHT_RULES}; received {self.weight_rule!r}")
+        if self.median_scaled and not all(isinstance(k, RBF) and k.rule is None for k in kernels):
+            raise ValueError("`median_scaled=True` needs RBF kernels with fixed bandwidths (the multiples of the median)")
+        w = self.initial_weights
+        if w is not None and is_concrete(w):
+            arr = np.asarray(w, dtype=float)
+            if arr.shape != (len(kernels),) or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+                raise ValueError(
+                    f"`initial_weights` must be {len(kernels)} finite positive numbers (one per kernel); "
+                    f"received {arr.tolist() if arr.ndim else arr!r}"
+                )
+        if self.ksd_estimator not in ("u", "v"):
+            raise ValueError(f"`ksd_estimator` must be 'u' or 'v'; received {self.ksd_estimator!r}")
+        if self.weight_rule == "gradient" and self.weight_optimizer is None:
+            raise ValueError("`weights='gradient'` needs `weight_optimizer` (an optax optimizer)")
+        check_block_size(self.block_size)
 
     def _weights0(self, dtype):
         m = len(self.kernels)
@@ -167,20 +187,8 @@ def mk_svgd(
         10
     """
     kernels = check_kernels(rbf_bandwidth_grid() if kernels is None else kernels)
-    if weights not in MK_WEIGHT_RULES:
-        raise ValueError(f"`weights` must be one of {MK_WEIGHT_RULES}; received {weights!r}")
-    if median_scaled and not all(isinstance(k, RBF) and k.rule is None for k in kernels):
-        raise ValueError("`median_scaled=True` needs RBF kernels with fixed bandwidths (the multiples of the median)")
     if initial_weights is not None:
-        arr = np.asarray(initial_weights, dtype=float) if is_concrete(initial_weights) else None
-        if arr is not None and (arr.shape != (len(kernels),) or not np.all(np.isfinite(arr)) or np.any(arr <= 0)):
-            raise ValueError(
-                f"`initial_weights` must be {len(kernels)} finite positive numbers (one per kernel); "
-                f"received {arr.tolist() if arr.ndim else arr!r}"
-            )
         initial_weights = jnp.asarray(initial_weights)
-    if ksd_estimator not in ("u", "v"):
-        raise ValueError(f"`ksd_estimator` must be 'u' or 'v'; received {ksd_estimator!r}")
     if weights == "gradient" and weight_optimizer is None:
         weight_optimizer = optax.adagrad(0.05)
     return MKSVGD(

@@ -36,7 +36,7 @@ import optax
 
 from steinax._validation import check_particles
 from steinax.checkpoint import fingerprint_tree, load_checkpoint, save_checkpoint
-from steinax.kernels.base import IMQ, AbstractKernel
+from steinax.kernels.base import IMQ, AbstractKernel, as_kernel
 from steinax.particles.base import AbstractParticleMethod, ParticleState
 from steinax.stein.ksd import ksd
 from steinax.targets.base import as_target, check_target
@@ -248,7 +248,7 @@ def run(
     trace_every = min(trace_every, steps)
     if not (hasattr(rng_key, "dtype") and (jax.dtypes.issubdtype(rng_key.dtype, jax.dtypes.prng_key) or rng_key.shape == (2,))):
         raise TypeError(f"`rng_key` must be a JAX PRNG key (jax.random.key(seed)); received {rng_key!r}")
-    diag_kernel = IMQ() if diagnostic_kernel is None else diagnostic_kernel
+    diag_kernel = as_kernel(diagnostic_kernel, IMQ(), "diagnostic_kernel")
 
     if initial_state is None:
         if particles is None:

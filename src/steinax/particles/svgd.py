@@ -26,8 +26,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from steinax._validation import check_particles, check_scores
-from steinax.kernels.base import RBF, AbstractKernel
+from steinax._validation import check_block_size, check_particles, check_scores
+from steinax.kernels.base import RBF, AbstractKernel, as_kernel
 from steinax.kernels.pairwise import scan_row_blocks, squared_distances
 from steinax.particles.base import AbstractParticleMethod
 
@@ -99,7 +99,8 @@ def svgd_direction(
     """
     particles = check_particles(particles)
     scores = check_scores(scores, particles)
-    return _svgd(particles, scores, RBF() if kernel is None else kernel, block_size)[0]
+    check_block_size(block_size)
+    return _svgd(particles, scores, as_kernel(kernel, RBF("liu")), block_size)[0]
 
 
 def kernel_info(kernel: AbstractKernel) -> dict:
@@ -114,6 +115,10 @@ class SVGD(AbstractParticleMethod):
 
     kernel: AbstractKernel
     block_size: int | None = None
+
+    def __check_init__(self):
+        as_kernel(self.kernel, None)
+        check_block_size(self.block_size)
 
     def direction(self, rng_key, particles, scores, aux):
         del rng_key
@@ -139,8 +144,4 @@ def svgd(kernel: AbstractKernel | None = None, *, block_size: int | None = None)
         >>> bool(jnp.all(jnp.abs(res.particles.mean(0)) < 0.2))
         True
     """
-    if kernel is not None and not isinstance(kernel, AbstractKernel):
-        raise TypeError(f"`kernel` must be a steinax.kernels.AbstractKernel; received {type(kernel).__name__}")
-    if block_size is not None and (not isinstance(block_size, int) or block_size < 1):
-        raise ValueError(f"`block_size` must be a positive integer or None; received {block_size!r}")
-    return SVGD(kernel=RBF() if kernel is None else kernel, block_size=block_size)
+    return SVGD(kernel=as_kernel(kernel, RBF("liu")), block_size=block_size)

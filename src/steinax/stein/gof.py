@@ -45,8 +45,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from steinax._validation import check_finite_statistic, check_particles, check_scores
-from steinax.kernels.base import AbstractKernel, IMQ, map_coordinates
+from steinax._validation import check_block_size, check_finite_statistic, check_particles, check_scores
+from steinax.kernels.base import IMQ, AbstractKernel, as_kernel, map_coordinates
 from steinax.kernels.pairwise import fold_row_blocks
 from steinax.stein.ksd import check_estimator, stein_kernel_from_terms, stein_terms
 
@@ -246,8 +246,11 @@ def gof_test(
         raise ValueError(f"`chains` must be a positive integer dividing n = {n}; received {chains!r}")
     if bootstrap == "dependent" and n // chains < 4:
         raise ValueError(f"the dependent bootstrap needs chains of >= 4 draws; received {chains} chains of {n // chains}")
+    if not (isinstance(block_length, str) and block_length == "auto"):
+        resolve_block_length(block_length, samples, int(chains))  # validated whichever bootstrap runs
     length = resolve_block_length(block_length, samples, int(chains)) if bootstrap == "dependent" else None
-    kernel = IMQ() if kernel is None else kernel
+    check_block_size(block_size)
+    kernel = as_kernel(kernel, IMQ())
     w = wild_bootstrap_multipliers(
         rng_key, int(n_bootstrap), n, samples.dtype, bootstrap=bootstrap, block_length=length or 2, chains=int(chains)
     )

@@ -41,8 +41,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from steinax._validation import check_finite_statistic, check_particles, check_scores
-from steinax.kernels.base import AbstractKernel, map_coordinates
+from steinax._validation import check_block_size, check_finite_statistic, check_particles, check_scores
+from steinax.kernels.base import IMQ, AbstractKernel, as_kernel, map_coordinates
 from steinax.stein.ksd import _ksd, check_estimator, stein_kernel_pairs
 
 __all__ = ["complete_conditional_scores", "kcc_sd", "kcc_sd_conditional", "kcc_sd_coordinates"]
@@ -55,6 +55,8 @@ def kcc_sd_coordinates(
     particles = check_particles(particles)
     scores = check_scores(scores, particles)
     check_estimator(estimator, particles.shape[0])
+    check_block_size(block_size)
+    kernel = as_kernel(kernel, IMQ())
     return _kcc_coordinates(particles, scores, kernel, estimator, block_size)
 
 
@@ -88,6 +90,8 @@ def kcc_sd(
     particles = check_particles(particles)
     scores = check_scores(scores, particles)
     check_estimator(estimator, particles.shape[0], squared)
+    check_block_size(block_size)
+    kernel = as_kernel(kernel, IMQ())
     value = jnp.sum(_kcc_coordinates(particles, scores, kernel, estimator, block_size))
     check_finite_statistic(value, "the squared KCC-SD", scores)
     return value if squared else jnp.sqrt(value)

@@ -14,8 +14,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from steinax._validation import check_finite_statistic, check_particles, check_scores
-from steinax.kernels.base import AbstractKernel
+from steinax._validation import check_block_size, check_finite_statistic, check_particles, check_scores
+from steinax.kernels.base import IMQ, AbstractKernel, as_kernel
 from steinax.kernels.pairwise import fold_row_blocks, squared_distances
 
 __all__ = ["block_ksd", "stein_kernel_pairs", "SteinTerms", "stein_terms", "stein_kernel_from_terms", "stein_kernel_from_profile", "stein_kernel_matrix", "ksd", "ESTIMATORS"]
@@ -176,7 +176,7 @@ def _stein_kernel_diagonal(x, scores, kernel):
 def ksd(
     particles: jax.Array,
     scores: jax.Array,
-    kernel: AbstractKernel,
+    kernel: AbstractKernel | None = None,
     estimator: str = "v",
     *,
     block_size: int | None = None,
@@ -195,7 +195,7 @@ def ksd(
     Args:
         particles: ``[n, d]`` samples of ``q``.
         scores: ``[n, d]`` values of ``nabla log p`` at ``particles``.
-        kernel: any :class:`~steinax.kernels.AbstractKernel`.
+        kernel: any :class:`~steinax.kernels.AbstractKernel`; default ``IMQ(1, -1/2)``.
         estimator: ``"v"`` (default) or ``"u"`` (needs ``n >= 2``).
         block_size: evaluate in row blocks of this size, memory O(block_size * n).
         squared: ``True`` (default) returns ``S``; ``False`` returns ``sqrt(S)`` (V-statistic only).
@@ -213,6 +213,8 @@ def ksd(
     particles = check_particles(particles)
     scores = check_scores(scores, particles)
     check_estimator(estimator, particles.shape[0], squared)
+    check_block_size(block_size)
+    kernel = as_kernel(kernel, IMQ())
     value = _ksd(particles, scores, kernel, estimator, block_size)
     check_finite_statistic(value, "the squared KSD", scores)
     return value if squared else jnp.sqrt(value)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from steinax._validation import check_particles, check_scores
+from steinax._validation import check_block_size, check_particles, check_scores
 from steinax.kernels.base import AbstractKernel
 from steinax.kernels.pairwise import fold_row_blocks, squared_distances
 from steinax.stein.ksd import ESTIMATORS, SteinTerms, _ratios, _stein_kernel_diagonal, stein_terms
@@ -191,6 +191,7 @@ def mksd(particles, scores, kernels, weights=None, estimator: str = "v", *, bloc
     kernels = check_kernels(kernels)
     if estimator not in ESTIMATORS:
         raise ValueError(f"`estimator` must be one of {ESTIMATORS}; received {estimator!r}")
+    check_block_size(block_size)
     dense = block_size is None or block_size >= particles.shape[0]
     sqdist = squared_distances(particles, particles) if dense else None
     resolved = [k.resolve(particles, sqdist, block_size) for k in kernels]
