@@ -1,0 +1,51 @@
+"""Every experiment script runs end to end in a tiny setting (they must not rot).
+
+Each script's ``main(argv)`` is called with small sizes and ``--out`` in a temporary folder;
+the test checks that it wrote its CSV (and figure) there. The numbers are not checked here:
+the scripts' full runs and their results are in docs/experiments.md.
+"""
+
+import importlib.util
+import os
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "experiments")
+
+TINY = {
+    "diagnostics/dependent_bootstrap.py": ["--reps", "2", "--phis", "0.5", "--chains", "2", "--draws", "20", "--bootstrap", "20"],
+    "kcc_sd/bnn_map_difference.py": ["--widths", "1", "2", "--trials", "1", "--particles", "4", "--steps", "2"],
+    "kcc_sd/cc_svgd_dimension.py": ["--dims", "2", "--trials", "1", "--particles", "10", "--steps", "5"],
+    "kcc_sd/discrepancy_dimension.py": ["--dims", "1", "3", "--n", "30", "--seeds", "1"],
+    "kcc_sd/exact_samples.py": ["--ns", "20", "40", "--d", "2", "--seeds", "1"],
+    "kcc_sd/gof_calibration.py": ["--reps", "2", "--power-reps", "2", "--n", "20", "--d", "2", "--bootstrap", "20", "--shifts", "0.0", "1.0"],
+    "kcc_sd/nontight.py": ["--ns", "4", "8", "--d", "2"],
+    "kcc_sd/opvi_linear_regression.py": ["--dims", "2", "--iterations", "2", "--samples", "10", "--observations", "20", "--seeds", "1"],
+    "kcc_sd/sgld_step_size.py": ["--step-sizes", "1e-5", "--hidden", "2", "--chains", "2", "--burn-in", "10", "--samples", "20", "--keep", "10"],
+    "mk_svgd/gaussian_2d.py": ["--runs", "1", "--particles", "20", "--steps", "5"],
+}
+
+
+def test_every_experiment_has_a_tiny_setting():
+    scripts = sorted(
+        os.path.relpath(os.path.join(d, f), ROOT)
+        for d, _, files in os.walk(ROOT) for f in files if f.endswith(".py") and not f.startswith("_")
+    )
+    assert scripts == sorted(TINY)
+
+
+@pytest.mark.slow  # about 2.5 min of CPU in all: run by CI's slow-test step (on two workers)
+@pytest.mark.parametrize("script", sorted(TINY))
+def test_experiment_runs_tiny(script, tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location("_experiment_" + script.replace("/", "_")[:-3], os.path.join(ROOT, script))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(TINY[script] + ["--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "==" in out  # the settings banner is printed beside the numbers
+    written = os.listdir(tmp_path)
+    assert any(f.endswith(".csv") for f in written), written
+    assert any(f.endswith(".png") for f in written), written
