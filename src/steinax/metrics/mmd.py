@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -13,14 +14,14 @@ __all__ = ["mmd2"]
 
 
 def mmd2(
-    x: jax.Array,
-    y: jax.Array,
+    particles: jax.Array,
+    reference: jax.Array,
     bandwidth: float | AbstractKernel = 1.0,
     estimator: str = "v",
     *,
     block_size: int | None = None,
 ) -> jax.Array:
-    """Squared MMD between the samples ``x`` ``[n, d]`` and ``y`` ``[m, d]`` (Gretton et al. 2012).
+    """Squared MMD between ``particles`` ``x`` ``[n, d]`` and ``reference`` samples ``y`` ``[m, d]`` (Gretton et al. 2012).
 
     .. math::
 
@@ -32,10 +33,10 @@ def mmd2(
     the pooled samples). ``block_size`` sums the Gram matrices by row blocks (memory
     O(block_size * (n + m))).
     """
-    x = check_particles(x, "x")
-    y = check_particles(y, "y")
+    x = check_particles(particles)
+    y = check_particles(reference, "reference")
     if x.shape[1] != y.shape[1]:
-        raise ValueError(f"`x` and `y` must have the same dimension; received {x.shape} and {y.shape}")
+        raise ValueError(f"`particles` and `reference` must have the same dimension; received {x.shape} and {y.shape}")
     if estimator not in ("u", "v"):
         raise ValueError(f"`estimator` must be 'u' or 'v'; received {estimator!r}")
     check_block_size(block_size)
@@ -43,6 +44,12 @@ def mmd2(
     if estimator == "u" and (n < 2 or m < 2):
         raise ValueError("the U-statistic MMD needs at least 2 samples in each set")
     kernel = bandwidth if isinstance(bandwidth, AbstractKernel) else RBF(bandwidth)
+    return _mmd2(x, y, kernel, estimator, block_size)
+
+
+@eqx.filter_jit
+def _mmd2(x, y, kernel, estimator, block_size):
+    n, m = x.shape[0], y.shape[0]
     kernel = kernel.resolve(jnp.concatenate([x, y]).astype(jnp.result_type(x, y)))
     sxx, txx = _gram_sum(kernel, x, x, block_size)
     syy, tyy = _gram_sum(kernel, y, y, block_size)

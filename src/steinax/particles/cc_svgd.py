@@ -23,6 +23,7 @@ A fixed bandwidth (a float, or a ``[d]`` vector) is used as given.
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -34,6 +35,7 @@ from steinax.particles.svgd import _svgd, kernel_info
 __all__ = ["cc_svgd_direction", "CCSVGD", "cc_svgd"]
 
 
+@eqx.filter_jit
 def _cc_svgd(particles, scores, kernel, block_size=None):
     def one(col, score_col, kernel_i):
         phi, k = _svgd(col, score_col, kernel_i, block_size)

@@ -23,6 +23,7 @@ particle before the pairwise work; no ``n x n x d`` tensor is formed; with
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -61,6 +62,7 @@ def _direction_rows(x_rows, particles, scores, kernel, sqdist_rows=None, row_ind
     return stein_direction_rows(kap, d1, x_rows, particles, scores, two_over_h, kernel.derivative_ratio)
 
 
+@eqx.filter_jit
 def _svgd(particles, scores, kernel, block_size):
     """Resolve ``kernel`` on the particles and return ``(phi, resolved kernel)``."""
     n = particles.shape[0]

@@ -188,7 +188,7 @@ AUTO_BLOCK_FACTOR = 8.0
 
 
 def gof_test(
-    samples: jax.Array,
+    particles: jax.Array,
     scores: jax.Array,
     kernel: AbstractKernel | None = None,
     *,
@@ -205,8 +205,8 @@ def gof_test(
     """Kernel Stein goodness-of-fit test with a wild (Rademacher) bootstrap.
 
     Args:
-        samples: ``[n, d]`` samples to test.
-        scores: ``[n, d]`` values of ``nabla log p`` at ``samples``.
+        particles: ``[n, d]`` samples to test (draws of any sampler, or particles).
+        scores: ``[n, d]`` values of ``nabla log p`` at ``particles``.
         kernel: default ``IMQ(1, -1/2)`` (KSD controls weak convergence with it).
         rng_key: JAX key for the bootstrap multipliers (explicit, no hidden state).
         kind: ``"ksd"`` or ``"kcc_sd"``.
@@ -214,26 +214,26 @@ def gof_test(
         level: test level in (0, 1).
         n_bootstrap: number of bootstrap draws ``B``.
         block_size: rows of ``H`` per block (memory O(block_size * n + B * n)).
-        bootstrap: ``"iid"`` (independent samples) or ``"dependent"`` (autocorrelated
+        bootstrap: ``"iid"`` (independent particles) or ``"dependent"`` (autocorrelated
             chains; see the module docstring).
         block_length: the dependent bootstrap's expected run of equal signs, an
             integer ``>= 2`` or ``"auto"`` (from the chains' autocorrelation time).
-        chains: the samples are this many equal-length chains, one after the other
+        chains: the particles are this many equal-length chains, one after the other
             (chain-major); the dependent multipliers restart at every chain.
 
     Example:
         >>> import jax
         >>> x = jax.random.normal(jax.random.key(0), (200, 2))
         >>> res = gof_test(x, -x, rng_key=jax.random.key(1))
-        >>> bool(res.reject)      # samples of N(0, I) tested against N(0, I)
+        >>> bool(res.reject)      # particles of N(0, I) tested against N(0, I)
         False
     """
-    samples = check_particles(samples, "samples")
-    scores = check_scores(scores, samples)
-    n = samples.shape[0]
+    particles = check_particles(particles)
+    scores = check_scores(scores, particles)
+    n = particles.shape[0]
     check_estimator(estimator, n)
     if n < 2:
-        raise ValueError(f"a test needs at least 2 samples; received `samples` with n = {n}")
+        raise ValueError(f"a test needs at least 2 particles; received `particles` with n = {n}")
     if kind not in DISCREPANCIES:
         raise ValueError(f"`kind` must be one of {DISCREPANCIES}; received {kind!r}")
     if not 0.0 < level < 1.0:
@@ -247,14 +247,14 @@ def gof_test(
     if bootstrap == "dependent" and n // chains < 4:
         raise ValueError(f"the dependent bootstrap needs chains of >= 4 draws; received {chains} chains of {n // chains}")
     if not (isinstance(block_length, str) and block_length == "auto"):
-        resolve_block_length(block_length, samples, int(chains))  # validated whichever bootstrap runs
-    length = resolve_block_length(block_length, samples, int(chains)) if bootstrap == "dependent" else None
+        resolve_block_length(block_length, particles, int(chains))  # validated whichever bootstrap runs
+    length = resolve_block_length(block_length, particles, int(chains)) if bootstrap == "dependent" else None
     check_block_size(block_size)
     kernel = as_kernel(kernel, IMQ())
     w = wild_bootstrap_multipliers(
-        rng_key, int(n_bootstrap), n, samples.dtype, bootstrap=bootstrap, block_length=length or 2, chains=int(chains)
+        rng_key, int(n_bootstrap), n, particles.dtype, bootstrap=bootstrap, block_length=length or 2, chains=int(chains)
     )
-    statistic, p_value, threshold, discrepancy = _gof(kind, samples, scores, kernel, w, estimator, level, block_size)
+    statistic, p_value, threshold, discrepancy = _gof(kind, particles, scores, kernel, w, estimator, level, block_size)
     result = GofResult(
         statistic=statistic,
         p_value=p_value,

@@ -7,6 +7,7 @@ discrepancy ``S_i`` is **squared**.
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -192,15 +193,18 @@ def mksd(particles, scores, kernels, weights=None, estimator: str = "v", *, bloc
     if estimator not in ESTIMATORS:
         raise ValueError(f"`estimator` must be one of {ESTIMATORS}; received {estimator!r}")
     check_block_size(block_size)
+    weights = "normalized" if weights is None else weights
+    if not isinstance(weights, str) and jnp.shape(weights) != (len(kernels),):
+        raise ValueError(f"`weights` must have shape ({len(kernels)},); received {jnp.shape(weights)}")
+    return _mksd(particles, scores, kernels, weights, estimator, block_size)
+
+
+@eqx.filter_jit
+def _mksd(particles, scores, kernels, weights, estimator, block_size):
     dense = block_size is None or block_size >= particles.shape[0]
     sqdist = squared_distances(particles, particles) if dense else None
     resolved = [k.resolve(particles, sqdist, block_size) for k in kernels]
     s = kernel_ksds(particles, scores, resolved, estimator, sqdist=sqdist, block_size=block_size)
-    if weights is None:
-        weights = "normalized"
     if isinstance(weights, str):
         weights = mk_weights(s, weights)
-    weights = jnp.asarray(weights, s.dtype)
-    if weights.shape != s.shape:
-        raise ValueError(f"`weights` must have shape ({len(kernels)},); received {weights.shape}")
-    return jnp.sum(weights * s)
+    return jnp.sum(jnp.asarray(weights, s.dtype) * s)
