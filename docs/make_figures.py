@@ -26,19 +26,19 @@ def _run(method, target, n, steps, seed=0, lr=0.05):
 
 def main():
     plt = _pyplot()
-    star = steinax.targets.star()
-    x0, res = _run(steinax.svgd(), star, 200, 1000)
-    save_figure(plot_particles(res.particles, star, extent=(-3.5, 3.5, -3.5, 3.5), initial=x0,
-                               title="SVGD, star target, 200 particles, 1000 steps"), os.path.join(OUT, "svgd_star.png"))
-    save_figure(plot_trace(res), os.path.join(OUT, "svgd_star_trace.png"))
-    print("svgd_star.png, svgd_star_trace.png: SVGD (RBF, Liu's median), AdaGrad-momentum 0.05, 200 particles, 1000 steps")
-
-    banana = steinax.targets.DoubleBanana()
-    x0, res = _run(steinax.mk_svgd(), banana, 200, 1000)
-    save_figure(plot_particles(res.particles, banana, extent=(-2, 2, -1, 3), initial=x0,
-                               title="MK-SVGD, double banana, 200 particles, 1000 steps"), os.path.join(OUT, "mk_svgd_banana.png"))
-    save_figure(plot_trace(res), os.path.join(OUT, "mk_svgd_banana_trace.png"))
-    print("mk_svgd_banana.png, mk_svgd_banana_trace.png: MK-SVGD (10 RBF, h = 2^-4..2^5, eq. 21), 200 particles, 1000 steps")
+    panels = [
+        ("svgd_star", "SVGD", steinax.svgd(), "star", steinax.targets.star(), (-3.5, 3.5, -3.5, 3.5),
+         "RBF, Liu's median"),
+        ("mk_svgd_banana", "MK-SVGD", steinax.mk_svgd(), "double banana", steinax.targets.DoubleBanana(), (-2, 2, -1, 3),
+         "10 RBF, h = 2^-4..2^5, eq. 21"),
+    ]
+    for stem, name, method, target_name, target, extent, kernel in panels:
+        x0, res = _run(method, target, 200, 1000)
+        title = f"{name}, {target_name}, 200 particles, 1000 steps"
+        save_figure(plot_particles(res.particles, target, extent=extent, initial=x0, title=title),
+                    os.path.join(OUT, f"{stem}.png"))
+        save_figure(plot_trace(res), os.path.join(OUT, f"{stem}_trace.png"))
+        print(f"{stem}.png, {stem}_trace.png: {name} ({kernel}), AdaGrad-momentum 0.05, 200 particles, 1000 steps")
 
     corr = steinax.targets.Gaussian(jnp.zeros(2), jnp.array([[1.0, 0.9], [0.9, 1.0]]))
     fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.8))

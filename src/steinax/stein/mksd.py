@@ -10,6 +10,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from steinax._validation import check_block_size, check_particles, check_scores
 from steinax.kernels.base import AbstractKernel
@@ -194,8 +195,8 @@ def mksd(particles, scores, kernels, weights=None, estimator: str = "v", *, bloc
         raise ValueError(f"`estimator` must be one of {ESTIMATORS}; received {estimator!r}")
     check_block_size(block_size)
     weights = "normalized" if weights is None else weights
-    if not isinstance(weights, str) and jnp.shape(weights) != (len(kernels),):
-        raise ValueError(f"`weights` must have shape ({len(kernels)},); received {jnp.shape(weights)}")
+    if not isinstance(weights, str) and np.shape(weights) != (len(kernels),):
+        raise ValueError(f"`weights` must have shape ({len(kernels)},); received {np.shape(weights)}")
     return _mksd(particles, scores, kernels, weights, estimator, block_size)
 
 
