@@ -1,5 +1,9 @@
 """Shared fixtures: strict rank promotion, fixed keys, dtype-aware tolerances.
 
+``tolerance(dtype, scale)`` is the one tolerance helper of the suite (tests import it
+with ``from conftest import tolerance``); tolerances that are statistical (a
+standard error, a binomial interval) are written out where used, with their reason.
+
 Tolerances: float32 has a unit roundoff of 6e-8; the quantities compared are
 sums of O(n) terms of O(1) size computed in different orders (matrix products
 vs loops), so we allow rtol 1e-4 / atol 1e-5 in float32 and 1e-10 / 1e-12 in
@@ -41,8 +45,8 @@ def dtype(request):
 
 @pytest.fixture
 def tols(dtype):
-    """``dict(rtol=..., atol=...)`` for the current ``dtype`` (see the module docstring)."""
-    return TOL[dtype]
+    """``dict(rtol=..., atol=...)`` for the current ``dtype`` (see the module docstring); = ``tolerance(dtype)``."""
+    return tolerance(dtype)
 
 
 def tolerance(dtype, scale: float = 1.0) -> dict:

@@ -6,6 +6,7 @@ import pytest
 
 import steinax
 from steinax.targets import Gaussian, MinibatchTarget, ScoreTarget
+from conftest import tolerance
 
 
 def _std_normal(x):
@@ -54,7 +55,7 @@ def test_plain_sgd_matches_manual_updates(key):
     x = x0
     for _ in range(3):
         x = x + 0.2 * steinax.svgd_direction(x, -x, steinax.RBF(1.0))
-    np.testing.assert_allclose(res.particles, x, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(res.particles, x, **tolerance(jnp.float32, 0.1))
 
 
 def test_resume_reproduces_uninterrupted_run(key):

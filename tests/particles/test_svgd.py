@@ -8,6 +8,7 @@ import steinax
 from steinax.kernels import IMQ, RBF
 from steinax.targets import Gaussian
 from reference import kernel_zoo, naive_svgd_direction
+from conftest import tolerance
 
 
 @pytest.mark.parametrize("kname", ["rbf", "rbf_median", "rbf_vector", "imq"])
@@ -36,7 +37,7 @@ def test_direction_is_permutation_equivariant(key):
     x = jax.random.normal(key, (40, 3))
     perm = jax.random.permutation(jax.random.fold_in(key, 1), 40)
     np.testing.assert_allclose(
-        steinax.svgd_direction(x[perm], -x[perm]), steinax.svgd_direction(x, -x)[perm], rtol=1e-5, atol=1e-6
+        steinax.svgd_direction(x[perm], -x[perm]), steinax.svgd_direction(x, -x)[perm], **tolerance(jnp.float32, 0.1)
     )
 
 
