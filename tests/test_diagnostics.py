@@ -64,7 +64,7 @@ def test_bad_input(tmp_path, capsys):
     with pytest.raises(ValueError, match="`test=True` needs `rng_key`"):
         sample_quality(x, _logp, test=True)
     (tmp_path / "bad.csv").write_text("1,2\n3,oops\n")
-    with pytest.raises(ValueError, match="could not parse samples file"):
+    with pytest.raises(ValueError, match="could not use samples file"):
         load_samples(str(tmp_path / "bad.csv"))
     with pytest.raises(ValueError, match="unsupported samples file type"):
         (tmp_path / "bad.txt").write_text("1")

@@ -195,11 +195,9 @@ def load_samples(path: str, var_names=None):
     except ImportError as exc:
         raise ValueError(f"reading {path!r} needs the `arviz` extra (pip install 'steinax[arviz]'): {exc}") from exc
     except ValueError as exc:
-        if "var_names" in str(exc) or "column" in str(exc):
-            raise
-        raise ValueError(f"could not parse samples file {path!r}: {exc}") from exc
+        raise ValueError(f"could not use samples file {path!r}: {exc}") from exc
     except (OSError, EOFError, KeyError) as exc:
-        raise ValueError(f"could not parse samples file {path!r}: {type(exc).__name__}: {exc}") from exc
+        raise ValueError(f"could not use samples file {path!r}: {type(exc).__name__}: {exc}") from exc
 
 
 def _read_csv(path: str, var_names=None) -> np.ndarray:

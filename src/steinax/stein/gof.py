@@ -62,6 +62,9 @@ __all__ = [
 
 DISCREPANCIES = ("ksd", "kcc_sd")
 BOOTSTRAPS = ("iid", "dependent")
+# block_length="auto" is ceil(AUTO_BLOCK_FACTOR * tau): 8 held the level on AR(1) chains with tau up to 19
+# (experiments/diagnostics/dependent_bootstrap.py; 6 over-rejected, 12 was conservative)
+AUTO_BLOCK_FACTOR = 8.0
 
 
 class GofResult(eqx.Module):
@@ -184,9 +187,6 @@ def resolve_block_length(block_length, samples, chains: int) -> int:
     return int(block_length)
 
 
-AUTO_BLOCK_FACTOR = 8.0
-
-
 def gof_test(
     particles: jax.Array,
     scores: jax.Array,
@@ -246,9 +246,11 @@ def gof_test(
         raise ValueError(f"`chains` must be a positive integer dividing n = {n}; received {chains!r}")
     if bootstrap == "dependent" and n // chains < 4:
         raise ValueError(f"the dependent bootstrap needs chains of >= 4 draws; received {chains} chains of {n // chains}")
-    if not (isinstance(block_length, str) and block_length == "auto"):
-        resolve_block_length(block_length, particles, int(chains))  # validated whichever bootstrap runs
-    length = resolve_block_length(block_length, particles, int(chains)) if bootstrap == "dependent" else None
+    length = None
+    if bootstrap == "dependent" or not (isinstance(block_length, str) and block_length == "auto"):
+        length = resolve_block_length(block_length, particles, int(chains))  # validated whichever bootstrap runs
+    if bootstrap == "iid":
+        length = None
     check_block_size(block_size)
     kernel = as_kernel(kernel, IMQ())
     w = wild_bootstrap_multipliers(
