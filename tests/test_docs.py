@@ -41,3 +41,29 @@ def test_docs_snippets_run(page, tmp_path, monkeypatch):
     namespace = {"__name__": "__docs__"}
     for i, code in enumerate(_blocks(page)):
         exec(compile(_shorten(code), f"{page}[block {i}]", "exec"), namespace)
+
+
+def _modules_with_examples():
+    import pkgutil
+
+    import steinax
+
+    names = []
+    for info in pkgutil.walk_packages(steinax.__path__, "steinax."):
+        if info.name == "steinax.cli":
+            continue
+        path = os.path.join(ROOT, "src", *info.name.split(".")) + ("/__init__.py" if info.ispkg else ".py")
+        if os.path.exists(path) and ">>>" in open(path).read():
+            names.append(info.name)
+    return names
+
+
+@pytest.mark.parametrize("module", _modules_with_examples())
+def test_docstring_examples_run(module):
+    """The ``>>>`` examples of the docstrings (rendered in the API reference) run and print what they say."""
+    import doctest
+    import importlib
+
+    mod = importlib.import_module(module)
+    result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False)
+    assert result.attempted > 0 and result.failed == 0, result
