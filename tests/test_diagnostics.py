@@ -106,3 +106,21 @@ def test_numpyro_model_draws_are_measured_in_unconstrained_space():
         sample_quality({"mu": np.zeros((5,))}, target)
     with pytest.raises(ValueError, match="site 'sigma' must have shape"):
         sample_quality({"mu": np.zeros(5), "sigma": np.ones((5, 2))}, target)
+
+
+def test_bootstrap_choice_follows_the_input():
+    """Chains (3-D arrays, MCMC DataTrees) get the dependent bootstrap; [n, d] arrays and steinax particles the i.i.d. one."""
+    from arviz_base import from_dict
+
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(2, 40, 2))
+    kw = dict(test=True, rng_key=jax.random.key(0), n_bootstrap=50)
+    assert sample_quality(x, _logp, **kw).test.bootstrap == "dependent"
+    assert sample_quality(x.reshape(80, 2), _logp, **kw).test.bootstrap == "iid"
+    assert sample_quality(from_dict({"posterior": {"x": x}}), _logp, **kw).test.bootstrap == "dependent"
+    res = steinax.run(steinax.svgd(), _logp, jnp.asarray(x[0], jnp.float32), steps=2,
+                      optimizer=steinax.adagrad_momentum(0.1), rng_key=jax.random.key(1), progress=False)
+    particles_tree = res.to_datatree()
+    report = sample_quality(particles_tree, _logp, **kw)
+    assert report.test.bootstrap == "iid" and report.chains == 1
+    assert sample_quality(x, _logp, bootstrap="iid", **kw).test.bootstrap == "iid"  # explicit choice wins

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import steinax
+from steinax.plot import plot_particles, plot_trace
 from steinax.targets import Gaussian
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -51,7 +52,7 @@ def main(argv=None):
         "kernels": "RBF h = 2^-4 .. 2^5", "weights": "eq. 21, initialised 1/m", "runs": args.runs,
         "paper mean": PAPER_MEAN.tolist(),
     })
-    rows, weight_rows = [], []
+    rows, weight_rows, shown = [], [], {}
     for reading, target in (("covariance", Gaussian(MU, MAT)), ("precision", Gaussian.from_precision(MU, MAT))):
         for est in ("v", "u"):
             method = steinax.mk_svgd(ksd_estimator=est)
@@ -64,6 +65,8 @@ def main(argv=None):
                 covs.append(np.asarray(jnp.cov(res.particles.T)))
                 weights.append(np.asarray(res.trace.method["weights"][-1]))
                 avg_weights.append(np.asarray(res.trace.method["weights"][1:]).mean(0))  # over the run
+                if r == 0 and (reading, est) == ("covariance", "v"):
+                    shown = {"target": target, "x0": x0, "result": res}
             mean = np.mean(means, axis=0)
             cov = np.mean(covs, axis=0)
             w = np.mean(weights, axis=0)
@@ -99,7 +102,14 @@ def main(argv=None):
     axes[0].legend()
     fig.tight_layout()
     save_figure(fig, os.path.join(args.out, "gaussian_2d_weights.png"))
-    print(f"wrote {args.out}/gaussian_2d.csv, gaussian_2d_weights.csv, gaussian_2d_weights.png")
+    # run 0 of the paper's reading (covariance, V-statistic): particles over the density (Fig. 1a) and the trace
+    res = shown["result"]
+    fig = plot_particles(res.particles, shown["target"], extent=(-3.0, 2.0, -2.0, 3.5), initial=shown["x0"],
+                         title=f"MK-SVGD, run 0, {args.particles} particles, {args.steps} steps")
+    save_figure(fig, os.path.join(args.out, "gaussian_2d_particles.png"))
+    save_figure(plot_trace(res), os.path.join(args.out, "gaussian_2d_trace.png"))
+    print(f"wrote {args.out}/gaussian_2d.csv, gaussian_2d_weights.csv and the figures gaussian_2d_weights.png, "
+          "gaussian_2d_particles.png, gaussian_2d_trace.png")
 
 
 if __name__ == "__main__":

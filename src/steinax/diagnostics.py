@@ -23,7 +23,8 @@ memory give the same answer.
 DataTree's ``chain``/``draw`` dimensions, a CSV with a ``chain`` column) are
 autocorrelated MCMC output: ``bootstrap="auto"`` then runs the wild bootstrap
 for dependent data (:func:`steinax.stein.gof_test`), and the result says which
-bootstrap ran. ``[n, d]`` arrays are taken as independent draws.
+bootstrap ran. ``[n, d]`` arrays, and DataTrees of steinax particles
+(:meth:`steinax.RunResult.to_datatree`), are taken as independent draws.
 """
 
 from __future__ import annotations
@@ -130,6 +131,18 @@ def _numeric(values, name) -> np.ndarray:
     if arr.dtype.kind not in "fiub":
         raise TypeError(f"`{name}` must be numeric; received dtype {arr.dtype}")
     return arr.astype(np.float64)
+
+
+def _is_chains(samples, chains: int) -> bool:
+    """Chain-shaped (autocorrelated) input: several chains, a 3-D array, or a DataTree of MCMC draws.
+
+    A DataTree written by :meth:`steinax.RunResult.to_datatree` (attribute ``steinax_particles``)
+    holds exchangeable particles, not a chain.
+    """
+    if _is_tree(samples):
+        posterior = samples["posterior"] if hasattr(samples, "children") and "posterior" in samples.children else samples
+        return not getattr(posterior, "attrs", {}).get("steinax_particles", 0)
+    return chains > 1 or (not isinstance(samples, dict) and np.ndim(samples) == 3)
 
 
 def _is_tree(samples) -> bool:
@@ -331,7 +344,7 @@ def sample_quality(
         fn = ksd if kind == "ksd" else kcc_sd
         return SampleQuality(discrepancy=float(fn(x, scores, kernel, estimator, block_size=block_size)), **meta)
     if bootstrap == "auto":
-        bootstrap = "dependent" if chains > 1 or _is_tree(samples) or np.ndim(samples) == 3 else "iid"
+        bootstrap = "dependent" if _is_chains(samples, chains) else "iid"
     # the test computes the discrepancy on the way: one pass over the Stein kernel matrix
     res = gof_test(x, scores, kernel, rng_key=rng_key, kind=kind, estimator=estimator, level=level,
                    n_bootstrap=n_bootstrap, block_size=block_size, bootstrap=bootstrap,

@@ -81,13 +81,19 @@ class RunResult(eqx.Module):
     wall_time: float = eqx.field(static=True)
 
     def to_datatree(self, var_name: str = "x"):
-        """The samples as an ArviZ ``DataTree`` (one chain, particles as draws); needs ``arviz-base``."""
+        """The samples as an ArviZ ``DataTree`` (one chain, particles as draws); needs ``arviz-base``.
+
+        The posterior group carries the attribute ``steinax_particles = 1``: the draws are
+        exchangeable particles, not a Markov chain, so :func:`steinax.diagnostics.sample_quality`
+        tests them with the i.i.d. bootstrap.
+        """
         try:
             from arviz_base import from_dict
         except ImportError as exc:  # pragma: no cover
             raise ImportError("to_datatree needs arviz-base: pip install 'steinax[arviz]'") from exc
         samples = self.samples if isinstance(self.samples, dict) else {var_name: self.samples}
-        return from_dict({"posterior": {k: np.asarray(v)[None] for k, v in samples.items()}})
+        return from_dict({"posterior": {k: np.asarray(v)[None] for k, v in samples.items()}},
+                         attrs={"posterior": {"steinax_particles": 1}})
 
 
 class NonFiniteError(FloatingPointError):
