@@ -280,3 +280,26 @@ def test_public_array_functions_do_not_recompile_on_a_second_eager_call():
             logging.getLogger("jax").removeHandler(handler)
         compiled = [r.getMessage() for r in records if "Compiling" in r.getMessage()]
         assert compiled == [], (name, compiled)
+
+
+def test_every_kernel_argument_is_checked():
+    from steinax.metrics import mmd2
+    from steinax.stein import block_ksd, kcc_sd_conditional
+
+    x = jnp.ones((10, 2)) * jnp.arange(10.0)[:, None]
+    calls = {
+        "ksd": lambda k: steinax.ksd(x, -x, k), "kcc_sd": lambda k: kcc_sd(x, -x, k),
+        "block_ksd": lambda k: block_ksd(x, -x, k, block=2), "kcc_sd_conditional": lambda k: kcc_sd_conditional(x, -x, x, -x, k),
+        "gof_test": lambda k: gof_test(x, -x, k, rng_key=jax.random.key(0)), "mmd2": lambda k: mmd2(x, x, k),
+        "svgd_direction": lambda k: steinax.svgd_direction(x, -x, k), "cc_svgd_direction": lambda k: steinax.cc_svgd_direction(x, -x, k),
+        "svgd": lambda k: steinax.svgd(k), "cc_svgd": lambda k: steinax.cc_svgd(k), "mk_svgd": lambda k: steinax.mk_svgd([k]),
+        "SVGD class": lambda k: steinax.particles.svgd.SVGD(kernel=k),
+        "sample_quality": lambda k: sample_quality(np.asarray(x), lambda z: -jnp.sum(z * z), kernel=k),
+        "run diagnostic": lambda k: steinax.run(steinax.svgd(), lambda z: -jnp.sum(z * z), x, steps=1,
+                                                optimizer=steinax.adagrad_momentum(0.1), rng_key=jax.random.key(0),
+                                                diagnostic_kernel=k),
+    }
+    for name, call in calls.items():
+        with pytest.raises((TypeError, ValueError), match="must be a steinax kernel|must hold steinax kernels|`bandwidth`") as info:
+            call("rbf")
+        assert "Traceback" not in str(info.value), name

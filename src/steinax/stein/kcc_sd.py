@@ -145,6 +145,7 @@ def kcc_sd_conditional(
     scores = check_scores(scores, particles)
     y = check_scores(conditional_samples, particles, name="conditional_samples")
     t = check_scores(conditional_scores, particles, name="conditional_scores")
+    kernel = as_kernel(kernel, IMQ())
 
     def one(col, s_col, k_i, y_col, t_col):
         k_i = k_i.resolve(col)  # a median rule reads this coordinate only

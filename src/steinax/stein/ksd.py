@@ -289,7 +289,7 @@ def block_ksd(
     if rng_key is not None:
         perm = jax.random.permutation(rng_key, n)
         particles, scores = particles[perm], scores[perm]
-    kernel = kernel.resolve(particles[:resolve_points])
+    kernel = as_kernel(kernel, IMQ()).resolve(particles[:resolve_points])
     m = n // block
     xb = particles[: m * block].reshape(m, block, -1)
     sb = scores[: m * block].reshape(m, block, -1)
