@@ -21,6 +21,7 @@ from hypothesis.extra.numpy import arrays
 import steinax
 from steinax import cli
 from steinax.diagnostics import sample_quality
+from steinax.particles.svgd import SVGD
 from steinax.stein import gof_test, kcc_sd, mksd, stein_kernel_matrix
 
 SETTINGS = settings(max_examples=25, deadline=None, derandomize=True,
@@ -293,7 +294,7 @@ def test_every_kernel_argument_is_checked():
         "gof_test": lambda k: gof_test(x, -x, k, rng_key=jax.random.key(0)), "mmd2": lambda k: mmd2(x, x, k),
         "svgd_direction": lambda k: steinax.svgd_direction(x, -x, k), "cc_svgd_direction": lambda k: steinax.cc_svgd_direction(x, -x, k),
         "svgd": lambda k: steinax.svgd(k), "cc_svgd": lambda k: steinax.cc_svgd(k), "mk_svgd": lambda k: steinax.mk_svgd([k]),
-        "SVGD class": lambda k: steinax.particles.svgd.SVGD(kernel=k),
+        "SVGD class": lambda k: SVGD(kernel=k),
         "sample_quality": lambda k: sample_quality(np.asarray(x), lambda z: -jnp.sum(z * z), kernel=k),
         "run diagnostic": lambda k: steinax.run(steinax.svgd(), lambda z: -jnp.sum(z * z), x, steps=1,
                                                 optimizer=steinax.adagrad_momentum(0.1), rng_key=jax.random.key(0),
