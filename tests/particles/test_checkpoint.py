@@ -64,6 +64,8 @@ def test_checkpoint_of_another_computation_is_refused(tmp_path):
     for what, kwargs in cases.items():
         with pytest.raises(CheckpointMismatchError, match=what):
             _run(path, steps=20, checkpoint_every=5, **kwargs)
+    with pytest.raises(CheckpointMismatchError, match="holds step 10, beyond the 5 steps asked for"):
+        _run(path, steps=5, checkpoint_every=5)
     with pytest.raises(CheckpointMismatchError, match="method: 'SVGD' in the checkpoint, 'MKSVGD' now"):
         _run(path, steps=20, checkpoint_every=5, method=steinax.mk_svgd())
     with pytest.raises(CheckpointMismatchError, match="target"):

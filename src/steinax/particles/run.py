@@ -35,7 +35,7 @@ import numpy as np
 import optax
 
 from steinax._validation import check_particles
-from steinax.checkpoint import fingerprint_tree, load_checkpoint, save_checkpoint
+from steinax.checkpoint import CheckpointMismatchError, fingerprint_tree, load_checkpoint, save_checkpoint
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel
 from steinax.particles.base import AbstractParticleMethod, ParticleState
 from steinax.stein.ksd import ksd
@@ -285,6 +285,11 @@ def run(
         if os.path.exists(checkpoint):
             state, prior_trace = _load_run(checkpoint, state, fingerprint)
             particles = state.particles
+            if int(state.step) > end_step:
+                raise CheckpointMismatchError(
+                    f"checkpoint {checkpoint!r} holds step {int(state.step)}, beyond the {end_step} steps asked for; "
+                    f"ask for steps >= {int(state.step) - start_step} or use another path"
+                )
     else:
         if checkpoint_every is not None:
             raise ValueError("`checkpoint_every` needs `checkpoint` (a file path)")
