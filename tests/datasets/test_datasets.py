@@ -1,0 +1,50 @@
+"""Offline datasets: shapes, label conventions, clear errors (issue 9, item 1)."""
+
+import numpy as np
+import pytest
+
+from steinax import datasets
+
+
+@pytest.mark.parametrize("name", sorted(datasets.available()))
+def test_every_dataset_loads_with_its_stated_shape(name):
+    info = datasets.available()[name]
+    try:
+        X, y = datasets.load(name)
+    except datasets.DatasetNotFoundError as exc:
+        assert "install" in str(exc)  # the error says how to get it
+        pytest.skip(f"{name}: optional package not installed here")
+    assert X.shape == (info.rows, info.features) and y.shape == (info.rows,)
+    assert X.dtype == np.float64 and np.all(np.isfinite(X)) and np.all(np.isfinite(y))
+    if info.task == "binary":
+        assert set(np.unique(y).tolist()) == {0.0, 1.0}
+        assert 0.05 < y.mean() < 0.95
+
+
+def test_known_values():
+    """Spot checks against the published tables (first rows of the R data sets)."""
+    X, y = datasets.load("concrete")
+    np.testing.assert_allclose(X[0], [540.0, 0.0, 0.0, 162.0, 2.5, 1040.0, 676.0, 28.0])
+    assert y[0] == pytest.approx(79.99)
+    X, y = datasets.load("pima")  # MASS::Pima.tr row 1: 5 86 68 28 30.2 0.364 24 No
+    np.testing.assert_allclose(X[0], [5, 86, 68, 28, 30.2, 0.364, 24])
+    assert y[0] == 0.0 and int(y.sum()) == 68 + 109  # diabetic women in Pima.tr + Pima.te
+
+
+def test_bad_input_is_named():
+    with pytest.raises(ValueError, match=r"unknown dataset 'covtype'; available: \['boston', 'concrete'"):
+        datasets.load("covtype")
+    with pytest.raises(ValueError, match=r"binary labels in \{0, 1\} or \{-1, 1\}; received values \[0, 1, 2\]"):
+        datasets.check_binary_labels(np.array([0, 1, 2, 1]))
+    np.testing.assert_array_equal(datasets.check_binary_labels(np.array([-1, 1, 1])), [0.0, 1.0, 1.0])
+    X = np.ones((10, 2))
+    X[3, 1] = np.nan
+    with pytest.raises(ValueError, match=r"`X` must be finite; received NaN or inf in rows \[3\]"):
+        datasets.train_test_split(X, np.zeros(10))
+
+
+def test_classification_split_keeps_labels():
+    X, y = np.random.default_rng(0).normal(size=(50, 3)), np.arange(50) % 2
+    split = datasets.train_test_split(X, y, 0.8, seed=1, standardize_y=False)
+    assert set(np.unique(split.y_train).tolist()) == {0.0, 1.0} and (split.y_mean, split.y_std) == (0.0, 1.0)
+    np.testing.assert_allclose(split.X_train.mean(0), 0.0, atol=1e-12)
