@@ -48,8 +48,8 @@ def trajectory(split_seed: int, checkpoints, particles: int, lr: float, batch: i
         state, done, p = res.state, stop, res.particles
         ev = model.evaluate(p, *test, sp.y_mean, sp.y_std)
         ev_train = model.evaluate(p, *train, sp.y_mean, sp.y_std)
-        rows.append({"split": split_seed, "step": stop, "test_rmse": float(ev["rmse"]), "test_ll": float(ev["loglik"]),
-                     "train_rmse": float(ev_train["rmse"]), "log_gamma": float(p[:, -2].mean()),
+        rows.append({"split": split_seed, "step": stop, "test_rmse": float(ev.rmse), "test_ll": float(ev.loglik),
+                     "train_rmse": float(ev_train.rmse), "log_gamma": float(p[:, -2].mean()),
                      "log_lambda": float(p[:, -1].mean()), "weight_norm": float(jnp.linalg.norm(p[:, :-2], axis=1).mean())})
     return rows
 

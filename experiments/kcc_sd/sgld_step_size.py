@@ -102,7 +102,7 @@ def main(argv=None):
         ksd_v = float(steinax.ksd(thin, scores, k))
         kcc_v = float(kcc_sd(thin, scores, k))
         rmse = float(model.evaluate(thin, jnp.asarray(split.X_test, jnp.float32), jnp.asarray(split.y_test, jnp.float32),
-                                    split.y_mean, split.y_std)["rmse"])
+                                    split.y_mean, split.y_std).rmse)
         rows.append({"step_size": eps, "ksd": ksd_v, "kcc_sd": kcc_v, "ess": ess, "rmse": rmse})
         print(f"{eps:>8.0e} {ksd_v:>10.4g} {kcc_v:>10.4g} {ess:>10.1f} {rmse:>10.3f}", flush=True)
     write_csv_atomically(os.path.join(args.out, "sgld_step_size.csv"), rows)

@@ -60,10 +60,10 @@ def test_init_and_evaluate(key):
     res = model.evaluate(x0, X, y, y_mean=2.0, y_std=3.0)
     preds = np.stack([np.asarray(model.predict(t, X)) for t in x0]) * 3.0 + 2.0
     y0 = np.asarray(y) * 3.0 + 2.0
-    np.testing.assert_allclose(res["rmse"], np.sqrt(np.mean((preds.mean(0) - y0) ** 2)), rtol=1e-5)
+    np.testing.assert_allclose(res.rmse, np.sqrt(np.mean((preds.mean(0) - y0) ** 2)), rtol=1e-5)
     var = 9.0 / np.exp(np.asarray(x0[:, -2]))[:, None]
     dens = np.exp(-0.5 * (preds - y0) ** 2 / var) / np.sqrt(2 * np.pi * var)
-    np.testing.assert_allclose(res["loglik"], np.mean(np.log(dens.mean(0))), rtol=1e-4)
+    np.testing.assert_allclose(res.loglik, np.mean(np.log(dens.mean(0))), rtol=1e-4)
 
 
 def test_bad_input():

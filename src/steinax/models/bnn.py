@@ -28,6 +28,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from steinax.models.base import Evaluation
 from steinax.targets.base import MinibatchTarget
 
 __all__ = ["BNNRegression"]
@@ -137,7 +138,7 @@ class BNNRegression(eqx.Module):
         mse = jax.vmap(lambda t: jnp.mean((self.predict(t, X) - y) ** 2))(theta)
         return theta.at[:, -2].set(-jnp.log(mse))
 
-    def evaluate(self, particles, X, y, y_mean: float = 0.0, y_std: float = 1.0) -> dict:
+    def evaluate(self, particles, X, y, y_mean: float = 0.0, y_std: float = 1.0) -> Evaluation:
         """Test RMSE of the particle-averaged prediction and mean test log-likelihood, in original units.
 
         The predictive density is the equal-weight mixture over particles of
@@ -149,4 +150,4 @@ class BNNRegression(eqx.Module):
         var = y_std**2 * jnp.exp(-particles[:, -2])[:, None]
         logpdf = -0.5 * (jnp.log(2.0 * jnp.pi * var) + (preds - y_orig[None, :]) ** 2 / var)
         ll = jax.scipy.special.logsumexp(logpdf, axis=0) - jnp.log(particles.shape[0])
-        return {"rmse": rmse, "loglik": jnp.mean(ll)}
+        return Evaluation(loglik=jnp.mean(ll), rmse=rmse)
