@@ -13,7 +13,7 @@ import os
 import tempfile
 from typing import Callable
 
-__all__ = ["atomic_write", "default_file_mode"]
+__all__ = ["atomic_write", "atomic_write_text", "default_file_mode"]
 
 
 def default_file_mode() -> int:
@@ -45,3 +45,13 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+
+    atomic_write(path, write)

@@ -159,6 +159,18 @@ def _block_length(value: str):
         raise ValueError(f"`--block-length` must be an integer >= 2 or 'auto'; received {value!r}") from None
 
 
+def bench_command(args) -> int:
+    from steinax.bench import run_bench
+
+    run_bench(args.task, _names(args.datasets), _names(args.methods), args.seeds, args.out, quick=args.quick,
+              progress=not args.no_progress)
+    return 0
+
+
+def _names(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="steinax", description="Stein methods in JAX.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
@@ -189,7 +201,17 @@ def main(argv=None) -> int:
                        help="auto: dependent (autocorrelated chains) for chain-shaped samples, i.i.d. otherwise")
     p_ksd.add_argument("--block-length", default="auto", help="dependent bootstrap block length (integer >= 2 or auto)")
     p_ksd.add_argument("--float64", action="store_true", help="compute in float64 (enables JAX's 64-bit mode)")
+    p_bench = sub.add_parser("bench", help="benchmark tables: methods x datasets x seeds (BNN regression, logistic regression)")
+    p_bench.add_argument("task", choices=["bnn", "blr"])
+    p_bench.add_argument("--datasets", default=None, help="comma-separated (default: boston,concrete for bnn; pima,wisconsin for blr)")
+    p_bench.add_argument("--methods", default="svgd,mk_svgd,cc_svgd", help="comma-separated: svgd, mk_svgd, cc_svgd")
+    p_bench.add_argument("--seeds", type=int, default=10, help="random splits, one run each (default 10)")
+    p_bench.add_argument("--out", default="bench_out", help="folder for results.csv, summary.csv, summary.md")
+    p_bench.add_argument("--quick", action="store_true", help="tiny settings (a smoke run)")
+    p_bench.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
+    if args.command == "bench" and args.datasets is None:
+        args.datasets = "boston,concrete" if args.task == "bnn" else "pima,wisconsin"
     if args.version:
         from steinax import __version__
 
@@ -205,6 +227,12 @@ def main(argv=None) -> int:
             return ksd_command(args)
         except (ValueError, TypeError, OSError, FloatingPointError, ImportError) as exc:
             print(f"steinax ksd: error: {exc}", file=sys.stderr)
+            return 2
+    if args.command == "bench":
+        try:
+            return bench_command(args)
+        except (ValueError, TypeError, OSError) as exc:
+            print(f"steinax bench: error: {exc}", file=sys.stderr)
             return 2
     parser.print_help(sys.stderr)
     return 2

@@ -1,0 +1,65 @@
+"""`steinax bench`: tables, resuming after an interruption, clear errors (issue 9, item 4)."""
+
+import csv
+
+import pytest
+
+from steinax import bench, cli
+
+
+def _rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_quick_bench_writes_tables_and_skips_done_jobs(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "b"
+    calls = []
+    real = bench._one_job
+    monkeypatch.setattr(bench, "_one_job", lambda *a: calls.append(a[3:5]) or real(*a))
+    assert cli.main(["bench", "blr", "--datasets", "pima", "--methods", "svgd", "--seeds", "2", "--quick",
+                     "--out", str(out), "--no-progress"]) == 0
+    rows = _rows(out / "results.csv")
+    assert [(r["method"], r["seed"]) for r in rows] == [("svgd", "0"), ("svgd", "1")]
+    assert all(0.5 < float(r["accuracy"]) <= 1.0 and float(r["loglik"]) < 0 for r in rows)
+    summary = _rows(out / "summary.csv")
+    assert summary[0]["dataset"] == "pima" and summary[0]["seeds"] == "2"
+    assert "| pima | svgd | 2 |" in (out / "summary.md").read_text()
+    # a rerun skips what is done; more seeds run only the new ones
+    calls.clear()
+    assert cli.main(["bench", "blr", "--datasets", "pima", "--methods", "svgd", "--seeds", "3", "--quick",
+                     "--out", str(out), "--no-progress"]) == 0
+    assert calls == [("svgd", 2)]
+    assert "1 to run, 2 already" in capsys.readouterr().out
+
+
+def test_interrupted_bench_keeps_finished_jobs(tmp_path, monkeypatch):
+    out = tmp_path / "b"
+    real = bench._one_job
+    state = {"n": 0}
+
+    def flaky(*args):
+        state["n"] += 1
+        if state["n"] == 2:
+            raise KeyboardInterrupt  # the user stops the run during the second job
+        return real(*args)
+
+    monkeypatch.setattr(bench, "_one_job", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        bench.run_bench("blr", ["pima"], ["svgd"], 3, str(out), quick=True, progress=False)
+    assert len(_rows(out / "results.csv")) == 1  # the first job was written before the interruption
+    monkeypatch.setattr(bench, "_one_job", real)
+    bench.run_bench("blr", ["pima"], ["svgd"], 3, str(out), quick=True, progress=False)
+    assert sorted(r["seed"] for r in _rows(out / "results.csv")) == ["0", "1", "2"]
+
+
+def test_bad_input(tmp_path, capsys):
+    base = ["bench", "blr", "--quick", "--out", str(tmp_path / "b"), "--no-progress"]
+    for extra, message in [(["--methods", "svgd,hmc"], "unknown method 'hmc'; available: ['svgd', 'mk_svgd', 'cc_svgd']"),
+                           (["--datasets", "covtype"], "unknown dataset 'covtype'; available:"),
+                           (["--datasets", "boston"], "dataset 'boston' is regression, not for task 'blr'"),
+                           (["--seeds", "0"], "`seeds` must be a positive integer")]:
+        assert cli.main(base + extra) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+    assert not (tmp_path / "b").exists()  # nothing written
