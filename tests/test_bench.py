@@ -55,7 +55,7 @@ def test_interrupted_bench_keeps_finished_jobs(tmp_path, monkeypatch):
 
 def test_bad_input(tmp_path, capsys):
     base = ["bench", "blr", "--quick", "--out", str(tmp_path / "b"), "--no-progress"]
-    for extra, message in [(["--methods", "svgd,hmc"], "unknown method 'hmc'; available: ['svgd', 'mk_svgd', 'cc_svgd']"),
+    for extra, message in [(["--methods", "svgd,hmc"], "unknown method 'hmc'; available: ['svgd', 'mk_svgd', 'cc_svgd', 'map']"),
                            (["--datasets", "covtype"], "unknown dataset 'covtype'; available:"),
                            (["--datasets", "boston"], "dataset 'boston' is regression, not for task 'blr'"),
                            (["--seeds", "0"], "`seeds` must be a positive integer")]:

@@ -1,5 +1,8 @@
 """Benchmark tables: particle methods x datasets x seeds on the papers' models (``steinax bench``).
 
+Methods: ``svgd``, ``mk_svgd``, ``cc_svgd`` and the baseline ``map`` (an ensemble of
+independent MAP fits, :func:`steinax.map_ascent`, same optimizer and steps).
+
 Tasks:
 
 * ``"bnn"``: BNN regression (:class:`steinax.models.BNNRegression`, Liu & Wang's
@@ -42,10 +45,10 @@ TASKS = ("bnn", "blr")
 def _methods():
     import steinax
 
-    return {"svgd": steinax.svgd, "mk_svgd": steinax.mk_svgd, "cc_svgd": steinax.cc_svgd}
+    return {"svgd": steinax.svgd, "mk_svgd": steinax.mk_svgd, "cc_svgd": steinax.cc_svgd, "map": steinax.map_ascent}
 
 
-METHODS = ("svgd", "mk_svgd", "cc_svgd")
+METHODS = ("svgd", "mk_svgd", "cc_svgd", "map")
 
 
 @dataclass(frozen=True)

@@ -78,3 +78,15 @@ def test_method_validation():
         steinax.svgd(kernel="rbf")
     with pytest.raises(ValueError, match="block_size"):
         steinax.svgd(block_size=0)
+
+
+def test_map_ascent_direction_is_the_score_and_converges_to_the_mode():
+    x = jnp.array([[0.0, 1.0], [2.0, -1.0]])
+    method = steinax.map_ascent()
+    phi, aux, info = method.direction(None, x, -x, None)
+    np.testing.assert_array_equal(phi, -x)
+    target = steinax.targets.Gaussian(jnp.array([1.0, -2.0]), jnp.array([[1.0, 0.3], [0.3, 2.0]]))
+    import optax
+
+    res = steinax.run(method, target, x, steps=500, optimizer=optax.adam(0.05), rng_key=jax.random.key(0), progress=False)
+    np.testing.assert_allclose(res.particles, jnp.broadcast_to(jnp.array([1.0, -2.0]), (2, 2)), atol=1e-3)

@@ -3,6 +3,7 @@
 from steinax.particles.cc_svgd import CCSVGD, cc_svgd, cc_svgd_direction
 from steinax.particles.mk_svgd import MKSVGD, MKState, mk_svgd, rbf_bandwidth_grid
 from steinax.particles.base import AbstractParticleMethod, ParticleState, StepInfo
+from steinax.particles.baselines import MAPAscent, map_ascent
 from steinax.particles.optim import ScaleByAdagradMomentumState, adagrad_momentum, scale_by_adagrad_momentum
 from steinax.particles.run import NonFiniteError, RunResult, Trace, run
 from steinax.particles.svgd import SVGD, svgd, svgd_direction
@@ -21,6 +22,8 @@ __all__ = [
     "cc_svgd_direction",
     "svgd",
     "svgd_direction",
+    "MAPAscent",
+    "map_ascent",
     "run",
     "RunResult",
     "Trace",
