@@ -104,3 +104,27 @@ def test_as_target_and_minibatch_fisher(key):
     mb = MinibatchTarget(lambda th: -0.5 * jnp.sum(th**2), lambda th, y: -0.5 * jnp.sum((y - th) ** 2), data, 100)
     F = mb.fisher(key, jnp.zeros(2))
     np.testing.assert_allclose(F, 100 * np.cov(np.asarray(data).T, bias=True), rtol=1e-4)
+
+
+def test_minibatch_sampling_with_replacement_is_unbiased_and_auto_switches():
+    """Large N: O(B) sampling with replacement; the mean of 4000 minibatch scores equals the full score (4 SE)."""
+    import pytest
+
+    from steinax.targets import MinibatchTarget
+
+    n = 30_000
+    data = jnp.linspace(-2.0, 3.0, n)
+    full_target = MinibatchTarget(lambda x: -0.5 * jnp.sum(x * x), lambda x, d: -0.5 * jnp.sum((x - d) ** 2), data, None)
+    x = jnp.array([[0.3]])
+    full = full_target.evaluate(None, x)[1][0, 0]
+    for sampling in ("auto", "with_replacement"):
+        t = MinibatchTarget(full_target.logprior_fn, full_target.loglik_fn, data, 100, sampling)
+        draws = jax.vmap(lambda k: t.evaluate(k, x)[1][0, 0])(jax.random.split(jax.random.key(0), 4000))
+        assert abs(float(draws.mean() - full)) < 4 * float(draws.std()) / np.sqrt(4000)
+    # auto: a permutation (no repeated index) below 20,000 examples, independent draws above
+    small = MinibatchTarget(full_target.logprior_fn, full_target.loglik_fn, data[:1000], 1000)
+    assert float(small.evaluate(jax.random.key(1), x)[1][0, 0]) == pytest.approx(
+        float(MinibatchTarget(full_target.logprior_fn, full_target.loglik_fn, data[:1000], None).evaluate(None, x)[1][0, 0]),
+        rel=1e-5)  # B = N without replacement is the full data
+    with pytest.raises(ValueError, match="`sampling` must be one of"):
+        MinibatchTarget(full_target.logprior_fn, full_target.loglik_fn, data, 10, "stratified")
