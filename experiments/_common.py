@@ -4,19 +4,12 @@ from __future__ import annotations
 
 import csv
 
-from steinax._io import atomic_write
+from steinax._io import atomic_write_csv
 
 
 def write_csv_atomically(path: str, rows: list[dict]) -> None:
-    """Write ``rows`` (dicts with the same keys) to ``path`` atomically (:func:`steinax._io.atomic_write`)."""
-
-    def write(tmp):
-        with open(tmp, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-
-    atomic_write(path, write)
+    """Write ``rows`` (dicts with the same keys) to ``path`` atomically (:func:`steinax._io.atomic_write_csv`)."""
+    atomic_write_csv(path, rows)
 
 
 def read_csv(path: str) -> list[dict]:

@@ -13,7 +13,7 @@ import os
 import tempfile
 from typing import Callable
 
-__all__ = ["atomic_write", "atomic_write_text", "default_file_mode"]
+__all__ = ["atomic_write", "atomic_write_csv", "atomic_write_text", "default_file_mode"]
 
 
 def default_file_mode() -> int:
@@ -55,3 +55,15 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
             f.write(text)
 
     atomic_write(path, write)
+
+
+def atomic_write_csv(path: str | os.PathLike, rows: list[dict], fields=None) -> None:
+    """Write ``rows`` (dicts) as a CSV with a header atomically; ``fields`` default to the first row's keys."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(fields if fields is not None else rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(path, buf.getvalue())

@@ -24,7 +24,6 @@ over seeds per dataset and method, with the wall time.
 from __future__ import annotations
 
 import csv
-import io
 import math
 import os
 import time
@@ -35,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from steinax import datasets
-from steinax._io import atomic_write_text
+from steinax._io import atomic_write_csv, atomic_write_text
 
 __all__ = ["TASKS", "METHODS", "BenchSettings", "run_bench", "summarise"]
 
@@ -131,11 +130,7 @@ def _read_rows(path) -> list[dict]:
 
 
 def _write_rows(path, rows, fields=FIELDS) -> None:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(fields))
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write_text(path, buf.getvalue())
+    atomic_write_csv(path, rows, fields)
 
 
 def run_bench(

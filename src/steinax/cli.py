@@ -222,17 +222,13 @@ def main(argv=None) -> int:
         code = demo(args)
         print(f"total {time.perf_counter() - t0:.1f} s")
         return code
-    if args.command == "ksd":
+    commands = {"ksd": ksd_command, "bench": bench_command}
+    if args.command in commands:
         try:
-            return ksd_command(args)
+            return commands[args.command](args)
         except (ValueError, TypeError, OSError, FloatingPointError, ImportError) as exc:
-            print(f"steinax ksd: error: {exc}", file=sys.stderr)
-            return 2
-    if args.command == "bench":
-        try:
-            return bench_command(args)
-        except (ValueError, TypeError, OSError) as exc:
-            print(f"steinax bench: error: {exc}", file=sys.stderr)
+            # steinax's own errors name the argument: one line, exit 2, no traceback
+            print(f"steinax {args.command}: error: {exc}", file=sys.stderr)
             return 2
     parser.print_help(sys.stderr)
     return 2

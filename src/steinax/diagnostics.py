@@ -133,6 +133,11 @@ def _numeric(values, name) -> np.ndarray:
     return arr.astype(np.float64)
 
 
+def _posterior(tree):
+    """The ``posterior`` group of a DataTree (the tree itself for a Dataset or a tree without one)."""
+    return tree["posterior"] if hasattr(tree, "children") and "posterior" in tree.children else tree
+
+
 def _is_chains(samples, chains: int) -> bool:
     """Chain-shaped (autocorrelated) input: several chains, a 3-D array, or a DataTree of MCMC draws.
 
@@ -140,8 +145,7 @@ def _is_chains(samples, chains: int) -> bool:
     holds exchangeable particles, not a chain.
     """
     if _is_tree(samples):
-        posterior = samples["posterior"] if hasattr(samples, "children") and "posterior" in samples.children else samples
-        return not getattr(posterior, "attrs", {}).get("steinax_particles", 0)
+        return not getattr(_posterior(samples), "attrs", {}).get("steinax_particles", 0)
     return chains > 1 or (not isinstance(samples, dict) and np.ndim(samples) == 3)
 
 
@@ -154,11 +158,8 @@ def _site_dict(samples) -> tuple[dict, int]:
     """``(site -> [n, ...], chains)`` from a dict or the posterior of a DataTree / Dataset (chains stacked)."""
     if isinstance(samples, dict):
         return {k: np.asarray(v) for k, v in samples.items()}, 1
-    ds = samples
-    if hasattr(samples, "children") and "posterior" in samples.children:
-        ds = samples["posterior"].to_dataset()
-    elif not hasattr(samples, "data_vars"):
-        ds = samples.to_dataset()
+    ds = _posterior(samples)
+    ds = ds if hasattr(ds, "data_vars") and not hasattr(ds, "children") else ds.to_dataset()
     out, chains = {}, 1
     for name in ds.data_vars:
         da = ds[name]
