@@ -2,6 +2,7 @@
 
 import csv
 
+import numpy as np
 import pytest
 
 from steinax import bench, cli
@@ -55,7 +56,7 @@ def test_interrupted_bench_keeps_finished_jobs(tmp_path, monkeypatch):
 
 def test_bad_input(tmp_path, capsys):
     base = ["bench", "blr", "--quick", "--out", str(tmp_path / "b"), "--no-progress"]
-    for extra, message in [(["--methods", "svgd,hmc"], "unknown method 'hmc'; available: ['svgd', 'mk_svgd', 'cc_svgd', 'map']"),
+    for extra, message in [(["--methods", "svgd,hmc"], "unknown method 'hmc'; available: ['svgd', 'mk_svgd', 'cc_svgd', 'map', 'sgld', 'psgld', 'nuts']"),
                            (["--datasets", "covtype"], "unknown dataset 'covtype'; available:"),
                            (["--datasets", "boston"], "dataset 'boston' is regression, not for task 'blr'"),
                            (["--seeds", "0"], "`seeds` must be a positive integer")]:
@@ -63,3 +64,15 @@ def test_bad_input(tmp_path, capsys):
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err
     assert not (tmp_path / "b").exists()  # nothing written
+
+
+def test_baselines_and_liu_dev_set_options(tmp_path, capsys):
+    """SGLD, pSGLD and NUTS rows next to SVGD; the dev-set options change the settings key (so they never mix
+    with plain runs) and give finite metrics."""
+    out = tmp_path / "b"
+    assert cli.main(["bench", "bnn", "--datasets", "boston", "--methods", "svgd,sgld,psgld,nuts", "--seeds", "1",
+                     "--quick", "--out", str(out), "--no-progress", "--dev-noise", "--b0", "0.01"]) == 0
+    rows = list(csv.DictReader(open(out / "results.csv")))
+    assert [r["method"] for r in rows] == ["svgd", "sgld", "psgld", "nuts"]
+    assert {r["settings"] for r in rows} == {"n5-T20-B50-lr0.001-f0.9-b00.01-dev0.1+noise"}
+    assert all(np.isfinite(float(r["rmse"])) and np.isfinite(float(r["loglik"])) for r in rows)

@@ -1,7 +1,10 @@
 """Benchmark tables: particle methods x datasets x seeds on the papers' models (``steinax bench``).
 
-Methods: ``svgd``, ``mk_svgd``, ``cc_svgd`` and the baseline ``map`` (an ensemble of
-independent MAP fits, :func:`steinax.map_ascent`, same optimizer and steps).
+Methods: ``svgd``, ``mk_svgd``, ``cc_svgd``, and the baselines ``map`` (an ensemble of
+independent MAP fits, :func:`steinax.map_ascent`, same optimizer and steps), ``sgld``
+(BlackJAX) and ``psgld`` (one chain per particle, same steps and minibatches;
+:func:`steinax.mcmc.sgld`) and ``nuts`` (NumPyro, 2 chains on the full-data posterior:
+the reference on small problems; :func:`steinax.mcmc.nuts`).
 
 Tasks:
 
@@ -47,30 +50,58 @@ def _methods():
     return {"svgd": steinax.svgd, "mk_svgd": steinax.mk_svgd, "cc_svgd": steinax.cc_svgd, "map": steinax.map_ascent}
 
 
-METHODS = ("svgd", "mk_svgd", "cc_svgd", "map")
+METHODS = ("svgd", "mk_svgd", "cc_svgd", "map", "sgld", "psgld", "nuts")
+SAMPLERS = ("sgld", "psgld", "nuts")
 
 
 @dataclass(frozen=True)
 class BenchSettings:
-    """The settings of one task's runs (part of every result row; a rerun skips rows with equal settings)."""
+    """The settings of one task's runs (part of every result row; a rerun skips rows with equal settings).
+
+    ``b0``: the Gamma rate of the model's precision priors. ``dev_fraction`` / ``dev_noise``: Liu &
+    Wang's development set (the last 10% of the training split, at most 500 rows, held out) and their
+    post-hoc re-estimate of the BNN noise precision on it (:meth:`BNNRegression.reestimate_noise`).
+    ``bandwidth``: a fixed RBF bandwidth ``h`` in ``exp(-|x - y|^2 / h)`` for SVGD and CC-SVGD
+    (``None``: the median rules). ``sgld_step``: the SG-MCMC step size; the chains (one per
+    particle) keep ``keep`` evenly thinned draws of their second half; NUTS runs 2 chains of
+    ``nuts_samples`` draws after as many warm-up steps, on the full-data posterior.
+    """
 
     particles: int
     steps: int
     batch_size: int
     learning_rate: float
     train_fraction: float
+    b0: float | None = None
+    dev_fraction: float = 0.0
+    dev_noise: bool = False
+    bandwidth: float | None = None
+    sgld_step: float = 1e-5
+    keep: int = 10
+    nuts_samples: int = 500
 
     def key(self) -> str:
-        return f"n{self.particles}-T{self.steps}-B{self.batch_size}-lr{self.learning_rate:g}-f{self.train_fraction:g}"
+        parts = [f"n{self.particles}-T{self.steps}-B{self.batch_size}-lr{self.learning_rate:g}-f{self.train_fraction:g}"]
+        if self.b0 is not None:
+            parts.append(f"b0{self.b0:g}")
+        if self.dev_fraction:
+            parts.append(f"dev{self.dev_fraction:g}{'+noise' if self.dev_noise else ''}")
+        if self.bandwidth is not None:
+            parts.append(f"h{self.bandwidth:g}")
+        return "-".join(parts)
 
 
 DEFAULTS = {
-    "bnn": BenchSettings(particles=20, steps=2000, batch_size=100, learning_rate=1e-3, train_fraction=0.9),
-    "blr": BenchSettings(particles=100, steps=2000, batch_size=100, learning_rate=0.05, train_fraction=0.8),
+    "bnn": BenchSettings(particles=20, steps=2000, batch_size=100, learning_rate=1e-3, train_fraction=0.9,
+                         sgld_step=1e-5),
+    "blr": BenchSettings(particles=100, steps=2000, batch_size=100, learning_rate=0.05, train_fraction=0.8,
+                         sgld_step=1e-4),
 }
 QUICK = {
-    "bnn": BenchSettings(particles=5, steps=20, batch_size=50, learning_rate=1e-3, train_fraction=0.9),
-    "blr": BenchSettings(particles=10, steps=20, batch_size=50, learning_rate=0.05, train_fraction=0.8),
+    "bnn": BenchSettings(particles=5, steps=20, batch_size=50, learning_rate=1e-3, train_fraction=0.9, keep=2,
+                         nuts_samples=20),
+    "blr": BenchSettings(particles=10, steps=20, batch_size=50, learning_rate=0.05, train_fraction=0.8, keep=2,
+                         nuts_samples=20),
 }
 FIELDS = ("task", "dataset", "method", "seed", "settings", "rmse", "loglik", "accuracy", "wall_time")
 
@@ -93,31 +124,63 @@ def _check(task, names, methods, seeds):
         raise ValueError(f"`seeds` must be a positive integer; received {seeds!r}")
 
 
-def _one_job(task, X, y, method_name, seed, s: BenchSettings):
-    """Split, build the model's target, run the method, evaluate: one result row (without the keys)."""
-    import steinax
+def _model_and_data(task, X, y, seed, s: BenchSettings):
+    """The split, the model, its minibatch target and initial particles of one job."""
     from steinax.models import BNNRegression, LogisticRegression
 
     regression = task == "bnn"
-    split = datasets.train_test_split(X, y, s.train_fraction, seed=seed, standardize_y=regression)
+    split = datasets.train_test_split(X, y, s.train_fraction, seed=seed, standardize_y=regression,
+                                      dev_fraction=s.dev_fraction)
     X_tr, y_tr = jnp.asarray(split.X_train, jnp.float32), jnp.asarray(split.y_train, jnp.float32)
     X_te, y_te = jnp.asarray(split.X_test, jnp.float32), jnp.asarray(split.y_test, jnp.float32)
     key = jax.random.key(seed)
+    prior = {} if s.b0 is None else {"b0": s.b0}
     if regression:
-        model = BNNRegression(X.shape[1], 50)
+        model = BNNRegression(X.shape[1], 50, **prior)
         x0 = model.init_particles(key, s.particles, X_tr, y_tr)
     else:
         X_tr, X_te = (jnp.concatenate([a, jnp.ones((a.shape[0], 1), a.dtype)], axis=1) for a in (X_tr, X_te))
-        model = LogisticRegression(X_tr.shape[1])
+        model = LogisticRegression(X_tr.shape[1], **prior)
         x0 = model.init_particles(key, s.particles)
     target = model.target(X_tr, y_tr, batch_size=min(s.batch_size, X_tr.shape[0]))
+    return split, model, target, x0, (X_te, y_te)
+
+
+def _run_method(method_name, target, x0, s: BenchSettings, key):
+    """Particles (or draws, chains and draws flattened) of one method on one target."""
+    import steinax
+    from steinax import mcmc
+    from steinax.kernels import RBF
+
+    if method_name in ("sgld", "psgld"):
+        draws = mcmc.sgld(target, x0, steps=s.steps, step_size=s.sgld_step, rng_key=key, keep=s.keep,
+                          preconditioned=method_name == "psgld")
+        return draws.reshape(-1, x0.shape[1])
+    if method_name == "nuts":
+        draws = mcmc.nuts(target, x0[:2], num_warmup=s.nuts_samples, num_samples=s.nuts_samples, rng_key=key)
+        return draws.reshape(-1, x0.shape[1])
+    kernel = None if s.bandwidth is None or method_name not in ("svgd", "cc_svgd") else RBF(s.bandwidth)
+    method = _methods()[method_name]() if kernel is None else _methods()[method_name](kernel)
+    res = steinax.run(method, target, x0, steps=s.steps, optimizer=steinax.adagrad_momentum(s.learning_rate),
+                      rng_key=key, progress=False)
+    return res.particles
+
+
+def _one_job(task, X, y, method_name, seed, s: BenchSettings):
+    """Split, build the model's target, run the method, evaluate: one result row (without the keys)."""
+    split, model, target, x0, (X_te, y_te) = _model_and_data(task, X, y, seed, s)
     t0 = time.perf_counter()
-    res = steinax.run(_methods()[method_name](), target, x0, steps=s.steps,
-                      optimizer=steinax.adagrad_momentum(s.learning_rate), rng_key=jax.random.fold_in(key, 1),
-                      progress=False)
+    particles = jax.block_until_ready(_run_method(method_name, target, x0, s, jax.random.fold_in(jax.random.key(seed), 1)))
     wall = time.perf_counter() - t0
-    ev = model.evaluate(res.particles, X_te, y_te, split.y_mean, split.y_std) if regression else model.evaluate(
-        res.particles, X_te, y_te)
+    if task == "bnn":
+        if s.dev_noise:
+            if split.X_dev is None:
+                raise ValueError("`dev_noise` needs a development set: set `dev_fraction` > 0")
+            particles = model.reestimate_noise(particles, jnp.asarray(split.X_dev, jnp.float32),
+                                               jnp.asarray(split.y_dev, jnp.float32))
+        ev = model.evaluate(particles, X_te, y_te, split.y_mean, split.y_std)
+    else:
+        ev = model.evaluate(particles, X_te, y_te)
     as_float = lambda v: "" if v is None else float(v)  # noqa: E731
     return {"rmse": as_float(ev.rmse), "loglik": as_float(ev.loglik), "accuracy": as_float(ev.accuracy), "wall_time": wall}
 

@@ -162,7 +162,18 @@ def _block_length(value: str):
 def bench_command(args) -> int:
     from steinax.bench import run_bench
 
-    run_bench(args.task, _names(args.datasets), _names(args.methods), args.seeds, args.out, quick=args.quick,
+    import dataclasses
+
+    from steinax.bench import DEFAULTS, QUICK
+
+    changes = {field: getattr(args, field) for field in ("particles", "steps", "batch_size", "learning_rate", "b0",
+                                                         "dev_fraction", "bandwidth", "sgld_step")
+               if getattr(args, field) is not None}
+    if args.dev_noise:
+        changes["dev_noise"] = True
+        changes.setdefault("dev_fraction", 0.1)
+    settings = dataclasses.replace((QUICK if args.quick else DEFAULTS)[args.task], **changes)
+    run_bench(args.task, _names(args.datasets), _names(args.methods), args.seeds, args.out, settings=settings,
               progress=not args.no_progress)
     return 0
 
@@ -204,11 +215,23 @@ def main(argv=None) -> int:
     p_bench = sub.add_parser("bench", help="benchmark tables: methods x datasets x seeds (BNN regression, logistic regression)")
     p_bench.add_argument("task", choices=["bnn", "blr"])
     p_bench.add_argument("--datasets", default=None, help="comma-separated (default: boston,concrete for bnn; pima,wisconsin for blr)")
-    p_bench.add_argument("--methods", default="svgd,mk_svgd,cc_svgd", help="comma-separated: svgd, mk_svgd, cc_svgd, map")
+    p_bench.add_argument("--methods", default="svgd,mk_svgd,cc_svgd",
+                         help="comma-separated: svgd, mk_svgd, cc_svgd, map, sgld, psgld, nuts")
     p_bench.add_argument("--seeds", type=int, default=10, help="random splits, one run each (default 10)")
     p_bench.add_argument("--out", default="bench_out", help="folder for results.csv, summary.csv, summary.md")
     p_bench.add_argument("--quick", action="store_true", help="tiny settings (a smoke run)")
     p_bench.add_argument("--no-progress", action="store_true")
+    p_bench.add_argument("--particles", type=int, default=None, help="particles (chains for sgld/psgld)")
+    p_bench.add_argument("--steps", type=int, default=None)
+    p_bench.add_argument("--batch-size", type=int, default=None)
+    p_bench.add_argument("--learning-rate", type=float, default=None, help="AdaGrad-momentum step size")
+    p_bench.add_argument("--b0", type=float, default=None, help="Gamma rate of the precision priors")
+    p_bench.add_argument("--dev-fraction", type=float, default=None,
+                         help="hold out this fraction of the training split (at most 500 rows) as a dev set")
+    p_bench.add_argument("--dev-noise", action="store_true",
+                         help="BNN: Liu & Wang's re-estimate of the noise precision on the dev set (implies --dev-fraction 0.1)")
+    p_bench.add_argument("--bandwidth", type=float, default=None, help="fixed RBF bandwidth for svgd and cc_svgd")
+    p_bench.add_argument("--sgld-step", type=float, default=None, help="SGLD/pSGLD step size")
     args = parser.parse_args(argv)
     if args.command == "bench" and args.datasets is None:
         args.datasets = "boston,concrete" if args.task == "bnn" else "pima,wisconsin"

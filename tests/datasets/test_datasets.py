@@ -48,3 +48,21 @@ def test_classification_split_keeps_labels():
     split = datasets.train_test_split(X, y, 0.8, seed=1, standardize_y=False)
     assert set(np.unique(split.y_train).tolist()) == {0.0, 1.0} and (split.y_mean, split.y_std) == (0.0, 1.0)
     np.testing.assert_allclose(split.X_train.mean(0), 0.0, atol=1e-12)
+
+
+def test_dev_set_is_the_end_of_the_training_split_and_statistics_exclude_it():
+    """Liu & Wang's dev set: the last 10% of the training rows (at most dev_max), standardised with the
+    statistics of the remaining training rows; the test rows are those of the split without a dev set."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(100, 3)) * 5 + 2, rng.normal(size=100) * 3 + 1
+    plain = datasets.train_test_split(X, y, 0.9, seed=4)
+    dev = datasets.train_test_split(X, y, 0.9, seed=4, dev_fraction=0.1)
+    assert plain.X_dev is None and dev.X_train.shape == (81, 3) and dev.X_dev.shape == (9, 3)
+    perm = np.random.default_rng(4).permutation(100)
+    tr, dv = perm[:81], perm[81:90]
+    np.testing.assert_allclose(dev.x_mean, X[tr].mean(0))
+    np.testing.assert_allclose(dev.y_dev, (y[dv] - y[tr].mean()) / y[tr].std())
+    np.testing.assert_allclose(dev.X_test * dev.x_std + dev.x_mean, plain.X_test * plain.x_std + plain.x_mean)
+    assert datasets.train_test_split(X, y, 0.9, dev_fraction=0.5, dev_max=7).X_dev.shape == (7, 3)
+    with pytest.raises(ValueError, match=r"`dev_fraction` must be in \[0, 1\); received 1.5"):
+        datasets.train_test_split(X, y, 0.9, dev_fraction=1.5)
