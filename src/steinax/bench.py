@@ -79,9 +79,26 @@ class BenchSettings:
     sgld_step: float = 1e-5
     keep: int = 10
     nuts_samples: int = 500
+    hidden: tuple[int, ...] = (50,)
+    bias: bool = True
+    noise_variance: float | None = None
+    prior_variance: float | None = None
+    optimizer: str = "adagrad_momentum"
+
+    def __post_init__(self):
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"`optimizer` must be one of {OPTIMIZERS}; received {self.optimizer!r}")
 
     def key(self) -> str:
         parts = [f"n{self.particles}-T{self.steps}-B{self.batch_size}-lr{self.learning_rate:g}-f{self.train_fraction:g}"]
+        if self.optimizer != "adagrad_momentum":
+            parts.append(self.optimizer)
+        if self.hidden != (50,) or not self.bias:
+            parts.append("net" + "x".join(map(str, self.hidden)) + ("" if self.bias else "nobias"))
+        if self.noise_variance is not None:
+            parts.append(f"v{self.noise_variance:g}")
+        if self.prior_variance is not None:
+            parts.append(f"pv{self.prior_variance:g}")
         if self.b0 is not None:
             parts.append(f"b0{self.b0:g}")
         if self.dev_fraction:
@@ -90,6 +107,8 @@ class BenchSettings:
             parts.append(f"h{self.bandwidth:g}")
         return "-".join(parts)
 
+
+OPTIMIZERS = ("adagrad_momentum", "rmsprop")
 
 DEFAULTS = {
     "bnn": BenchSettings(particles=20, steps=2000, batch_size=100, learning_rate=1e-3, train_fraction=0.9,
@@ -103,6 +122,20 @@ QUICK = {
     "blr": BenchSettings(particles=10, steps=20, batch_size=50, learning_rate=0.05, train_fraction=0.8, keep=2,
                          nuts_samples=20),
 }
+PRESETS = {
+    "bnn": {
+        "liu": {},
+        "dusvgd": {"b0": 0.01, "particles": 100},
+        "matrix_svgd": {"hidden": (50, 50), "bias": False, "noise_variance": 0.5, "prior_variance": 1.0,
+                        "particles": 10, "learning_rate": 5e-3, "optimizer": "rmsprop"},
+    },
+    "blr": {"liu": {}, "dusvgd": {}},
+}
+"""Each paper's own BNN setting (ALGORITHMS.md): ``liu`` (Liu & Wang; also MK-SVGD's and KCC-SD's
+network), ``dusvgd`` (Gamma(1, 0.01) priors, 100 particles), ``matrix_svgd`` (its code's
+[p, 50, 50, 1] ReLU network without biases, noise variance 0.5 and N(0, 1) prior fixed,
+10 particles, RMSProp(decay 0.95) 5e-3). KCC-SD's fixed bandwidth is ``--bandwidth``."""
+
 FIELDS = ("task", "dataset", "method", "seed", "settings", "rmse", "loglik", "accuracy", "wall_time")
 
 
@@ -136,7 +169,9 @@ def _model_and_data(task, X, y, seed, s: BenchSettings):
     key = jax.random.key(seed)
     prior = {} if s.b0 is None else {"b0": s.b0}
     if regression:
-        model = BNNRegression(X.shape[1], 50, **prior)
+        hidden = s.hidden[0] if len(s.hidden) == 1 else tuple(s.hidden)
+        model = BNNRegression(X.shape[1], hidden, bias=s.bias, noise_variance=s.noise_variance,
+                              prior_variance=s.prior_variance, **prior)
         x0 = model.init_particles(key, s.particles, X_tr, y_tr)
     else:
         X_tr, X_te = (jnp.concatenate([a, jnp.ones((a.shape[0], 1), a.dtype)], axis=1) for a in (X_tr, X_te))
@@ -161,8 +196,11 @@ def _run_method(method_name, target, x0, s: BenchSettings, key):
         return draws.reshape(-1, x0.shape[1])
     kernel = None if s.bandwidth is None or method_name not in ("svgd", "cc_svgd") else RBF(s.bandwidth)
     method = _methods()[method_name]() if kernel is None else _methods()[method_name](kernel)
-    res = steinax.run(method, target, x0, steps=s.steps, optimizer=steinax.adagrad_momentum(s.learning_rate),
-                      rng_key=key, progress=False)
+    import optax
+
+    optimizer = (steinax.adagrad_momentum(s.learning_rate) if s.optimizer == "adagrad_momentum"
+                 else optax.rmsprop(s.learning_rate, decay=0.95))
+    res = steinax.run(method, target, x0, steps=s.steps, optimizer=optimizer, rng_key=key, progress=False)
     return res.particles
 
 

@@ -164,9 +164,13 @@ def bench_command(args) -> int:
 
     import dataclasses
 
-    from steinax.bench import DEFAULTS, QUICK
+    from steinax.bench import DEFAULTS, PRESETS, QUICK
 
-    changes = {field: getattr(args, field) for field in ("particles", "steps", "batch_size", "learning_rate", "b0",
+    if args.preset not in PRESETS[args.task]:
+        raise ValueError(f"unknown preset {args.preset!r} for {args.task}; available: {sorted(PRESETS[args.task])}")
+    changes = dict(PRESETS[args.task][args.preset]) if not args.quick else {
+        k: v for k, v in PRESETS[args.task][args.preset].items() if k not in ("particles", "steps")}
+    changes |= {field: getattr(args, field) for field in ("particles", "steps", "batch_size", "learning_rate", "b0",
                                                          "dev_fraction", "bandwidth", "sgld_step")
                if getattr(args, field) is not None}
     if args.dev_noise:
@@ -221,6 +225,8 @@ def main(argv=None) -> int:
     p_bench.add_argument("--out", default="bench_out", help="folder for results.csv, summary.csv, summary.md")
     p_bench.add_argument("--quick", action="store_true", help="tiny settings (a smoke run)")
     p_bench.add_argument("--no-progress", action="store_true")
+    p_bench.add_argument("--preset", default="liu",
+                         help="a paper's own setting: liu (default), dusvgd, matrix_svgd (bnn); see steinax.bench.PRESETS")
     p_bench.add_argument("--particles", type=int, default=None, help="particles (chains for sgld/psgld)")
     p_bench.add_argument("--steps", type=int, default=None)
     p_bench.add_argument("--batch-size", type=int, default=None)

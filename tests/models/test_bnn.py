@@ -53,7 +53,7 @@ def test_init_and_evaluate(key):
     assert x0.shape == (7, model.dim)
     mse = jax.vmap(lambda t: jnp.mean((model.predict(t, X) - y) ** 2))(x0)
     np.testing.assert_allclose(x0[:, -2], -jnp.log(mse), rtol=1e-5)  # gamma = 1 / initial MSE
-    np.testing.assert_array_equal(model.unflatten(x0[0])[1], 0.0)  # biases start at 0
+    np.testing.assert_array_equal(model.unflatten(x0[0])[0][0][1], 0.0)  # biases start at 0
     std = model.init_particles(key, 7, scheme="standard")
     np.testing.assert_array_equal(std[:, -2:], 0.0)
     # evaluate: RMSE of the averaged prediction and mixture log-likelihood, by hand, in original units
@@ -118,3 +118,31 @@ def test_dev_set_noise_reestimate_by_hand():
     out = model.reestimate_noise(theta, X, y)
     np.testing.assert_allclose(out[:, -2], -np.log(mse), rtol=1e-5)  # 1/MSE maximises the Gaussian dev likelihood
     np.testing.assert_array_equal(out[:, :-2], theta[:, :-2])
+
+
+def test_matrix_svgd_network_by_hand():
+    """The matrix-SVGD paper's network (its code): [p, 4, 3, 1] ReLU without biases, noise variance 0.5 fixed,
+    N(0, 1) prior: the log posterior is written out layer by layer, and the scores are its jax.grad."""
+    rng = np.random.default_rng(5)
+    model = BNNRegression(2, hidden=(4, 3), bias=False, noise_variance=0.5, prior_variance=1.0)
+    assert model.dim == model.num_weights == 2 * 4 + 4 * 3 + 3
+    X, y = rng.normal(size=(7, 2)), rng.normal(size=7)
+    with jax.enable_x64(True):
+        theta = jnp.asarray(rng.normal(size=model.dim))
+        w1, w2, w3 = (np.asarray(theta[:8]).reshape(2, 4), np.asarray(theta[8:20]).reshape(4, 3),
+                      np.asarray(theta[20:]).reshape(3, 1))
+        f = (np.maximum(np.maximum(X @ w1, 0) @ w2, 0) @ w3)[:, 0]
+        loglik = np.sum(-0.5 * np.log(2 * np.pi * 0.5) - 0.5 * (f - y) ** 2 / 0.5)
+        logprior = np.sum(-0.5 * np.log(2 * np.pi) - 0.5 * np.asarray(theta) ** 2)
+        target = model.target(jnp.asarray(X), jnp.asarray(y), batch_size=None)
+        np.testing.assert_allclose(target.logdensity(theta), loglik + logprior, rtol=1e-12)
+        _, s = target.evaluate(None, theta[None])
+        np.testing.assert_allclose(s[0], jax.grad(target.logdensity)(theta), rtol=1e-12)
+    x0 = model.init_particles(jax.random.key(0), 3)  # no data needed: nothing is set from the error
+    assert x0.shape == (3, model.dim)
+    with pytest.raises(ValueError, match="fixed `noise_variance`"):
+        model.reestimate_noise(x0, jnp.asarray(X, jnp.float32), jnp.asarray(y, jnp.float32))
+    with pytest.raises(ValueError, match="`hidden` must be a positive integer or a tuple"):
+        BNNRegression(2, hidden=(4, 0))
+    with pytest.raises(ValueError, match="`noise_variance` must be None"):
+        BNNRegression(2, noise_variance=-1.0)

@@ -1,7 +1,7 @@
 """Bayesian neural network regression: Liu & Wang (2016)'s model, reused by every paper's BNN experiment.
 
-One hidden layer of ``hidden`` units with biases, ``f(x) = act(x W1 + b1) w2 + b2`` (ReLU by
-default; ``activation="sigmoid"`` or ``"tanh"`` for other papers' networks),
+Default: one hidden layer of ``hidden`` units with biases, ``f(x) = act(x W1 + b1) w2 + b2``
+(ReLU by default; ``activation="sigmoid"`` or ``"tanh"`` for other papers' networks),
 Gaussian noise of precision ``gamma``, and a Gaussian prior of precision ``lambda``
 on all weights and biases; ``gamma, lambda ~ Gamma(a0, rate b0)``. A particle is the
 flat vector ``theta = [W1, b1, w2, b2, log gamma, log lambda]`` of dimension
@@ -18,6 +18,17 @@ flat vector ``theta = [W1, b1, w2, b2, log gamma, log lambda]`` of dimension
 where ``W`` counts weights and biases and ``a0 log(.)`` is ``(a0 - 1) log(.)`` plus the
 log-Jacobian of the log parameterisation. Defaults ``a0 = 1``, ``b0 = 0.1`` as in the
 authors' code; data are standardised (:func:`steinax.datasets.train_test_split`).
+
+The other papers' networks are options of the same model:
+
+* matrix-SVGD (its code, ALGORITHMS.md section C): ``hidden=(50, 50), bias=False,
+  noise_variance=0.5, prior_variance=1.0`` -- two hidden ReLU layers without biases, the
+  noise variance fixed at 0.5 and a fixed N(0, 1) prior, so a particle holds weights only;
+* DUSVGD: ``b0=0.01`` (Gamma(1, 0.01) priors on both precisions);
+* KCC-SD: the default network; its fixed bandwidth is the kernel's (``steinax.svgd(RBF(h))``).
+
+With a fixed noise or prior variance the matching ``log gamma`` / ``log lambda`` coordinate
+is absent; the learned ones always come last, ``log gamma`` before ``log lambda``.
 """
 
 from __future__ import annotations
@@ -34,73 +45,132 @@ from steinax.targets.base import MinibatchTarget
 __all__ = ["BNNRegression"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
+_ACTIVATIONS = {"relu": jax.nn.relu, "sigmoid": jax.nn.sigmoid, "tanh": jnp.tanh}
 
 
 class BNNRegression(eqx.Module):
-    """The one-hidden-layer BNN of Liu & Wang (2016) on ``n_features`` inputs.
+    """A fully connected Bayesian regression network on ``n_features`` inputs (Liu & Wang's by default).
+
+    Args:
+        n_features: input dimension ``p``.
+        hidden: units of the hidden layer, or a tuple of units per hidden layer.
+        a0, b0: shape and rate of the Gamma priors on the learned precisions.
+        activation: ``"relu"``, ``"sigmoid"`` or ``"tanh"`` (hidden layers; the output is linear).
+        bias: whether every layer has a bias vector.
+        noise_variance: a fixed noise variance (standardised units) instead of a learned ``gamma``.
+        prior_variance: a fixed N(0, prior_variance) weight prior instead of a learned ``lambda``.
 
     Example:
-        >>> model = BNNRegression(n_features=13, hidden=50)
-        >>> model.dim
+        >>> BNNRegression(n_features=13, hidden=50).dim
         753
+        >>> BNNRegression(13, hidden=(50, 50), bias=False, noise_variance=0.5, prior_variance=1.0).dim
+        3200
     """
 
     n_features: int = eqx.field(static=True)
-    hidden: int = eqx.field(static=True, default=50)
+    hidden: int | tuple[int, ...] = eqx.field(static=True, default=50)
     a0: float = eqx.field(static=True, default=1.0)
     b0: float = eqx.field(static=True, default=0.1)
     activation: str = eqx.field(static=True, default="relu")
+    bias: bool = eqx.field(static=True, default=True)
+    noise_variance: float | None = eqx.field(static=True, default=None)
+    prior_variance: float | None = eqx.field(static=True, default=None)
 
     def __check_init__(self):
-        for name in ("n_features", "hidden"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer; received {value!r}")
-        if self.activation not in ("relu", "sigmoid", "tanh"):
+        if not isinstance(self.n_features, int) or isinstance(self.n_features, bool) or self.n_features < 1:
+            raise ValueError(f"`n_features` must be a positive integer; received {self.n_features!r}")
+        units = self.hidden if isinstance(self.hidden, tuple) else (self.hidden,)
+        if not units or any(not isinstance(u, int) or isinstance(u, bool) or u < 1 for u in units):
+            raise ValueError(f"`hidden` must be a positive integer or a tuple of them; received {self.hidden!r}")
+        if self.activation not in _ACTIVATIONS:
             raise ValueError(f"`activation` must be 'relu', 'sigmoid' or 'tanh'; received {self.activation!r}")
         if not (self.a0 > 0 and self.b0 > 0):
             raise ValueError(f"`a0` and `b0` must be positive; received a0={self.a0!r}, b0={self.b0!r}")
+        for name in ("noise_variance", "prior_variance"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"`{name}` must be None (learned) or positive; received {value!r}")
+
+    @property
+    def layer_sizes(self) -> tuple[int, ...]:
+        """``(p, hidden..., 1)``."""
+        units = self.hidden if isinstance(self.hidden, tuple) else (self.hidden,)
+        return (self.n_features, *units, 1)
 
     @property
     def num_weights(self) -> int:
         """Weights and biases (the prior's ``W``)."""
-        return self.n_features * self.hidden + 2 * self.hidden + 1
+        sizes = self.layer_sizes
+        return sum(i * o + (o if self.bias else 0) for i, o in zip(sizes[:-1], sizes[1:]))
+
+    @property
+    def learns_noise(self) -> bool:
+        return self.noise_variance is None
+
+    @property
+    def learns_prior(self) -> bool:
+        return self.prior_variance is None
 
     @property
     def dim(self) -> int:
-        """Dimension of a particle: the weights, ``log gamma`` and ``log lambda``."""
-        return self.num_weights + 2
+        """Dimension of a particle: the weights, then ``log gamma`` and ``log lambda`` where learned."""
+        return self.num_weights + int(self.learns_noise) + int(self.learns_prior)
 
     def unflatten(self, theta: jax.Array):
-        """``(W1 [p, H], b1 [H], w2 [H], b2 [], log_gamma, log_lambda)`` from a flat ``[dim]`` vector."""
-        p, h = self.n_features, self.hidden
-        w1 = theta[: p * h].reshape(p, h)
-        b1 = theta[p * h : p * h + h]
-        w2 = theta[p * h + h : p * h + 2 * h]
-        b2 = theta[p * h + 2 * h]
-        return w1, b1, w2, b2, theta[-2], theta[-1]
+        """``(layers, log_gamma, log_lambda)`` from a flat ``[dim]`` vector; ``layers`` is a list of
+        ``(W [n_in, n_out], b [n_out] or None)``; a fixed precision is returned as a constant."""
+        layers, at = [], 0
+        sizes = self.layer_sizes
+        for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+            w = theta[at : at + n_in * n_out].reshape(n_in, n_out)
+            at += n_in * n_out
+            b = None
+            if self.bias:
+                b = theta[at : at + n_out]
+                at += n_out
+            layers.append((w, b))
+        return layers, self.log_gamma(theta), self.log_lambda(theta)
+
+    def log_gamma(self, theta: jax.Array) -> jax.Array:
+        """Log noise precision (standardised units): learned coordinate or ``-log noise_variance``."""
+        if self.learns_noise:
+            return theta[self.num_weights]
+        return jnp.asarray(-math.log(self.noise_variance), theta.dtype)
+
+    def log_lambda(self, theta: jax.Array) -> jax.Array:
+        """Log prior precision of the weights: learned coordinate (last) or ``-log prior_variance``."""
+        if self.learns_prior:
+            return theta[-1]
+        return jnp.asarray(-math.log(self.prior_variance), theta.dtype)
 
     def predict(self, theta: jax.Array, X: jax.Array) -> jax.Array:
         """Network output ``f(X)`` (``[N]``, standardised units) for one particle."""
-        w1, b1, w2, b2, _, _ = self.unflatten(theta)
-        act = {"relu": jax.nn.relu, "sigmoid": jax.nn.sigmoid, "tanh": jnp.tanh}[self.activation]
-        return act(X @ w1 + b1[None, :]) @ w2 + b2
+        layers, _, _ = self.unflatten(theta)
+        h = X
+        for i, (w, b) in enumerate(layers):
+            h = h @ w + (0.0 if b is None else b[None, :])
+            if i < len(layers) - 1:
+                h = _ACTIVATIONS[self.activation](h)
+        return h[:, 0]
 
     def loglik(self, theta: jax.Array, example) -> jax.Array:
         """``log N(y | f(x), 1/gamma)`` for one example ``(x [p], y [])``."""
         x, y = example
-        log_gamma = theta[-2]
+        log_gamma = self.log_gamma(theta)
         resid = self.predict(theta, x[None])[0] - y
         return 0.5 * (log_gamma - _LOG_2PI) - 0.5 * jnp.exp(log_gamma) * resid * resid
 
     def logprior(self, theta: jax.Array) -> jax.Array:
-        """Gaussian prior on the weights, Gamma priors on the precisions (in log space, with Jacobians)."""
-        w = theta[:-2]
-        log_gamma, log_lambda = theta[-2], theta[-1]
-        gamma_part = self.a0 * log_gamma - self.b0 * jnp.exp(log_gamma)
-        lambda_part = self.a0 * log_lambda - self.b0 * jnp.exp(log_lambda)
-        weights = -0.5 * self.num_weights * (_LOG_2PI - log_lambda) - 0.5 * jnp.exp(log_lambda) * jnp.sum(w * w)
-        return gamma_part + lambda_part + weights
+        """Gaussian prior on the weights, Gamma priors on the learned precisions (in log space, with Jacobians)."""
+        w = theta[: self.num_weights]
+        log_lambda = self.log_lambda(theta)
+        out = -0.5 * self.num_weights * (_LOG_2PI - log_lambda) - 0.5 * jnp.exp(log_lambda) * jnp.sum(w * w)
+        if self.learns_noise:
+            log_gamma = self.log_gamma(theta)
+            out = out + self.a0 * log_gamma - self.b0 * jnp.exp(log_gamma)
+        if self.learns_prior:
+            out = out + self.a0 * log_lambda - self.b0 * jnp.exp(log_lambda)
+        return out
 
     def target(self, X, y, batch_size: int | None = 100) -> MinibatchTarget:
         """The posterior given standardised data, with minibatch scores (``batch_size=None``: exact)."""
@@ -112,13 +182,17 @@ class BNNRegression(eqx.Module):
             )
         return MinibatchTarget(self.logprior, self.loglik, (X, y), batch_size)
 
+    def _hyper_columns(self, n, log_gamma, log_lambda, dtype):
+        cols = ([log_gamma] if self.learns_noise else []) + ([log_lambda] if self.learns_prior else [])
+        return [jnp.broadcast_to(jnp.asarray(c, dtype), (n,))[:, None] for c in cols]
+
     def init_particles(self, rng_key, n: int, X=None, y=None, *, scheme: str = "liu", dtype=jnp.float32):
         """``[n, dim]`` initial particles.
 
-        ``scheme="liu"`` (the authors' code, ``bayesian_nn.py``): ``W1 ~ N(0, 1/(p+1))``,
-        ``w2 ~ N(0, 1/(H+1))``, biases 0, ``lambda ~ np.random.gamma(a0, b0)`` and
+        ``scheme="liu"`` (the authors' code, ``bayesian_nn.py``): each layer's weights
+        ``N(0, 1/(n_in + 1))``, biases 0, ``lambda ~ np.random.gamma(a0, b0)`` and
         ``gamma = 1 / mean((f(x) - y)^2)`` of the initial network on the data (``X``, ``y``
-        needed). numpy's second argument is a *scale*, so the code starts ``lambda`` near
+        needed when ``gamma`` is learned). numpy's second argument is a *scale*, so the code starts ``lambda`` near
         ``a0 * b0`` (0.1), not near the prior mean ``a0 / b0`` (10) of its own rate-``b0``
         prior; we follow the code, because the outcome depends on it: with AdaGrad at
         step 1e-3 ``log lambda`` moves about 1e-3 per step, so 2000 steps cannot undo a
@@ -127,23 +201,27 @@ class BNNRegression(eqx.Module):
         ``scheme="standard"``: every weight and bias ``N(0, 1)`` and ``log gamma = log lambda = 0``
         (KCC-SD paper, Fig. 6).
         """
-        if scheme == "standard":
-            theta = jax.random.normal(rng_key, (n, self.num_weights), dtype)
-            return jnp.concatenate([theta, jnp.zeros((n, 2), dtype)], axis=1)
-        if scheme != "liu":
+        if scheme not in ("liu", "standard"):
             raise ValueError(f"`scheme` must be 'liu' or 'standard'; received {scheme!r}")
-        if X is None or y is None:
+        k_w, k_lam = jax.random.split(rng_key)
+        if scheme == "standard":
+            theta = jax.random.normal(k_w, (n, self.num_weights), dtype)
+            return jnp.concatenate([theta, *self._hyper_columns(n, 0.0, 0.0, dtype)], axis=1)
+        if self.learns_noise and (X is None or y is None):
             raise ValueError("`scheme='liu'` sets gamma from the initial network's error: pass `X` and `y`")
-        p, h = self.n_features, self.hidden
-        k1, k2, k3 = jax.random.split(rng_key, 3)
-        w1 = jax.random.normal(k1, (n, p * h), dtype) / jnp.sqrt(p + 1.0)
-        w2 = jax.random.normal(k2, (n, h), dtype) / jnp.sqrt(h + 1.0)
-        lam = jax.random.gamma(k3, self.a0, (n,), dtype) * self.b0  # numpy gamma(a0, scale b0), as the code
-        zeros_h, zero = jnp.zeros((n, h), dtype), jnp.zeros((n, 1), dtype)
-        theta = jnp.concatenate([w1, zeros_h, w2, zero, zero, jnp.log(lam)[:, None]], axis=1)
+        blocks, sizes = [], self.layer_sizes
+        for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+            blocks.append(jax.random.normal(jax.random.fold_in(k_w, i), (n, n_in * n_out), dtype) / jnp.sqrt(n_in + 1.0))
+            if self.bias:
+                blocks.append(jnp.zeros((n, n_out), dtype))
+        weights = jnp.concatenate(blocks, axis=1)
+        log_lam = jnp.log(jax.random.gamma(k_lam, self.a0, (n,), dtype) * self.b0)  # numpy gamma(a0, scale b0)
+        theta = jnp.concatenate([weights, *self._hyper_columns(n, 0.0, log_lam, dtype)], axis=1)
+        if not self.learns_noise:
+            return theta
         X, y = jnp.asarray(X, dtype), jnp.asarray(y, dtype)
         mse = jax.vmap(lambda t: jnp.mean((self.predict(t, X) - y) ** 2))(theta)
-        return theta.at[:, -2].set(-jnp.log(mse))
+        return theta.at[:, self.num_weights].set(-jnp.log(mse))
 
     def reestimate_noise(self, particles: jax.Array, X_dev: jax.Array, y_dev: jax.Array) -> jax.Array:
         """Liu & Wang's dev-set step: per particle, replace ``gamma`` by ``1 / mean((f(x) - y)^2)`` on a
@@ -156,6 +234,9 @@ class BNNRegression(eqx.Module):
         so the comparison is the same and the units stay consistent.
         """
 
+        if not self.learns_noise:
+            raise ValueError("`reestimate_noise` needs a learned noise precision; this model has a fixed `noise_variance`")
+
         def one(theta):
             resid = self.predict(theta, X_dev) - y_dev
             mse = jnp.mean(resid * resid)
@@ -164,7 +245,8 @@ class BNNRegression(eqx.Module):
                 return jnp.sum(0.5 * (log_gamma - _LOG_2PI) - 0.5 * jnp.exp(log_gamma) * resid * resid)
 
             candidate = -jnp.log(mse)
-            return theta.at[-2].set(jnp.where(dev_ll(candidate) > dev_ll(theta[-2]), candidate, theta[-2]))
+            current = self.log_gamma(theta)
+            return theta.at[self.num_weights].set(jnp.where(dev_ll(candidate) > dev_ll(current), candidate, current))
 
         return jax.vmap(one)(jnp.asarray(particles))
 
@@ -177,7 +259,7 @@ class BNNRegression(eqx.Module):
         preds = jax.vmap(lambda t: self.predict(t, X))(particles) * y_std + y_mean  # [n, N]
         y_orig = y * y_std + y_mean
         rmse = jnp.sqrt(jnp.mean((jnp.mean(preds, axis=0) - y_orig) ** 2))
-        var = y_std**2 * jnp.exp(-particles[:, -2])[:, None]
+        var = y_std**2 * jnp.exp(-jax.vmap(self.log_gamma)(particles))[:, None]
         logpdf = -0.5 * (jnp.log(2.0 * jnp.pi * var) + (preds - y_orig[None, :]) ** 2 / var)
         ll = jax.scipy.special.logsumexp(logpdf, axis=0) - jnp.log(particles.shape[0])
         return Evaluation(loglik=jnp.mean(ll), rmse=rmse)
