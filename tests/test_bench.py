@@ -74,5 +74,7 @@ def test_baselines_and_liu_dev_set_options(tmp_path, capsys):
                      "--quick", "--out", str(out), "--no-progress", "--dev-noise", "--b0", "0.01"]) == 0
     rows = list(csv.DictReader(open(out / "results.csv")))
     assert [r["method"] for r in rows] == ["svgd", "sgld", "psgld", "nuts"]
-    assert {r["settings"] for r in rows} == {"n5-T20-B50-lr0.001-f0.9-b00.01-dev0.1+noise"}
+    base = "n5-T20-B50-lr0.001-f0.9-b00.01-dev0.1+noise"
+    assert [r["settings"] for r in rows] == [base, base + "-eps1e-05-keep2", base + "-eps0.001-keep2", base + "-nuts20"]
+    assert "Method-specific settings: sgld: " + base + "-eps1e-05-keep2" in capsys.readouterr().out
     assert all(np.isfinite(float(r["rmse"])) and np.isfinite(float(r["loglik"])) for r in rows)

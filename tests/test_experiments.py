@@ -17,7 +17,8 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "experimen
 
 TINY = {
     "blr/accuracy_vs_iteration.py": ["--dataset", "pima", "--splits", "1", "--checkpoints", "2", "4", "--particles", "5"],
-    "bnn/boston_collapse.py": ["--splits", "1", "--checkpoints", "2", "4", "--particles", "4"],
+    "bnn/sgld_step_grid.py": ["--step-sizes", "1e-5", "--splits", "100", "--steps", "20", "--methods", "sgld"],
+    "bnn/boston_gap.py": ["--splits", "1", "--checkpoints", "2", "4", "--particles", "4"],
     "diagnostics/dependent_bootstrap.py": ["--reps", "2", "--phis", "0.5", "--chains", "2", "--draws", "20", "--bootstrap", "20"],
     "kcc_sd/bnn_map_difference.py": ["--widths", "1", "2", "--trials", "1", "--particles", "4", "--steps", "2"],
     "kcc_sd/cc_svgd_dimension.py": ["--dims", "2", "--trials", "1", "--particles", "10", "--steps", "5"],

@@ -62,7 +62,8 @@ class BenchSettings:
     Wang's development set (the last 10% of the training split, at most 500 rows, held out) and their
     post-hoc re-estimate of the BNN noise precision on it (:meth:`BNNRegression.reestimate_noise`).
     ``bandwidth``: a fixed RBF bandwidth ``h`` in ``exp(-|x - y|^2 / h)`` for SVGD and CC-SVGD
-    (``None``: the median rules). ``sgld_step``: the SG-MCMC step size; the chains (one per
+    (``None``: the median rules). ``sgld_step``, ``psgld_step``: the SG-MCMC step sizes
+    (chosen on splits the tables do not use: experiments/bnn/sgld_step_grid.py); the chains (one per
     particle) keep ``keep`` evenly thinned draws of their second half; NUTS runs 2 chains of
     ``nuts_samples`` draws after as many warm-up steps, on the full-data posterior.
     """
@@ -77,6 +78,7 @@ class BenchSettings:
     dev_noise: bool = False
     bandwidth: float | None = None
     sgld_step: float = 1e-5
+    psgld_step: float = 1e-3
     keep: int = 10
     nuts_samples: int = 500
     hidden: tuple[int, ...] = (50,)
@@ -89,7 +91,8 @@ class BenchSettings:
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"`optimizer` must be one of {OPTIMIZERS}; received {self.optimizer!r}")
 
-    def key(self) -> str:
+    def key(self, method: str | None = None) -> str:
+        """The settings as a short string; with ``method``, also the settings only that method uses."""
         parts = [f"n{self.particles}-T{self.steps}-B{self.batch_size}-lr{self.learning_rate:g}-f{self.train_fraction:g}"]
         if self.optimizer != "adagrad_momentum":
             parts.append(self.optimizer)
@@ -103,8 +106,12 @@ class BenchSettings:
             parts.append(f"b0{self.b0:g}")
         if self.dev_fraction:
             parts.append(f"dev{self.dev_fraction:g}{'+noise' if self.dev_noise else ''}")
-        if self.bandwidth is not None:
+        if self.bandwidth is not None and method in ("svgd", "cc_svgd"):
             parts.append(f"h{self.bandwidth:g}")
+        if method in ("sgld", "psgld"):
+            parts.append(f"eps{self.sgld_step if method == 'sgld' else self.psgld_step:g}-keep{self.keep}")
+        if method == "nuts":
+            parts.append(f"nuts{self.nuts_samples}")
         return "-".join(parts)
 
 
@@ -188,7 +195,8 @@ def _run_method(method_name, target, x0, s: BenchSettings, key):
     from steinax.kernels import RBF
 
     if method_name in ("sgld", "psgld"):
-        draws = mcmc.sgld(target, x0, steps=s.steps, step_size=s.sgld_step, rng_key=key, keep=s.keep,
+        draws = mcmc.sgld(target, x0, steps=s.steps, step_size=s.sgld_step if method_name == "sgld" else s.psgld_step,
+                          rng_key=key, keep=s.keep,
                           preconditioned=method_name == "psgld")
         return draws.reshape(-1, x0.shape[1])
     if method_name == "nuts":
@@ -266,7 +274,7 @@ def run_bench(
     rows = _read_rows(results_path)
     done = {(r["task"], r["dataset"], r["method"], r["seed"], r["settings"]) for r in rows}
     jobs = [(d, m, k) for d in names for m in methods for k in range(seeds)
-            if (task, d, m, str(k), s.key()) not in done]
+            if (task, d, m, str(k), s.key(m)) not in done]
     print(f"steinax bench {task}: {len(names)} datasets x {len(methods)} methods x {seeds} seeds; settings {s.key()}; "
           f"{len(jobs)} to run, {len(names) * len(methods) * seeds - len(jobs)} already in {results_path}", flush=True)
     bar = _bar(progress, len(jobs))
@@ -275,7 +283,7 @@ def run_bench(
         for d, m, k in jobs:
             if d not in loaded:
                 loaded[d] = datasets.load(d)
-            row = {"task": task, "dataset": d, "method": m, "seed": k, "settings": s.key(), **_one_job(task, *loaded[d], m, k, s)}
+            row = {"task": task, "dataset": d, "method": m, "seed": k, "settings": s.key(m), **_one_job(task, *loaded[d], m, k, s)}
             rows.append({f: row[f] for f in FIELDS})
             _write_rows(results_path, rows)  # every finished job is kept
             if bar is not None:
@@ -284,7 +292,7 @@ def run_bench(
     finally:
         if bar is not None:
             bar.close()
-    summary = summarise([r for r in rows if r["task"] == task and r["settings"] == s.key()])
+    summary = summarise([r for r in rows if r["task"] == task and r["settings"] == s.key(r["method"])])
     _write_rows(os.path.join(out_dir, "summary.csv"), summary, list(summary[0]) if summary else ["dataset"])
     md = _markdown(task, s, summary)
     atomic_write_text(os.path.join(out_dir, "summary.md"), md)
@@ -327,4 +335,7 @@ def _markdown(task, s: BenchSettings, summary) -> str:
         cells = [f"{e.get(f'{m}_mean', float('nan')):.3f} ± {e.get(f'{m}_se', float('nan')):.3f}" for m in metrics]
         lines.append(f"| {e['dataset']} | {e['method']} | {e['seeds']} | " + " | ".join(cells)
                      + f" | {e.get('wall_time_mean', float('nan')):.1f} |")
+    extra = [f"{m}: {s.key(m)}" for m in dict.fromkeys(e["method"] for e in summary) if s.key(m) != s.key()]
+    if extra:
+        lines += ["", "Method-specific settings: " + "; ".join(extra) + "."]
     return "\n".join(lines) + "\n"

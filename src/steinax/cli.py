@@ -171,7 +171,7 @@ def bench_command(args) -> int:
     changes = dict(PRESETS[args.task][args.preset]) if not args.quick else {
         k: v for k, v in PRESETS[args.task][args.preset].items() if k not in ("particles", "steps")}
     changes |= {field: getattr(args, field) for field in ("particles", "steps", "batch_size", "learning_rate", "b0",
-                                                         "dev_fraction", "bandwidth", "sgld_step")
+                                                         "dev_fraction", "bandwidth", "sgld_step", "psgld_step")
                if getattr(args, field) is not None}
     if args.dev_noise:
         changes["dev_noise"] = True
@@ -237,7 +237,8 @@ def main(argv=None) -> int:
     p_bench.add_argument("--dev-noise", action="store_true",
                          help="BNN: Liu & Wang's re-estimate of the noise precision on the dev set (implies --dev-fraction 0.1)")
     p_bench.add_argument("--bandwidth", type=float, default=None, help="fixed RBF bandwidth for svgd and cc_svgd")
-    p_bench.add_argument("--sgld-step", type=float, default=None, help="SGLD/pSGLD step size")
+    p_bench.add_argument("--sgld-step", type=float, default=None, help="SGLD step size")
+    p_bench.add_argument("--psgld-step", type=float, default=None, help="pSGLD step size")
     args = parser.parse_args(argv)
     if args.command == "bench" and args.datasets is None:
         args.datasets = "boston,concrete" if args.task == "bnn" else "pima,wisconsin"
