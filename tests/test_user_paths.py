@@ -3,7 +3,6 @@
 Each test names the defect it guards against: a wrong or silent answer a user met.
 """
 
-import os
 import warnings
 
 import jax

@@ -65,7 +65,7 @@ def main(argv=None):
         best[method] = max(scores, key=scores.get)
         print(f"best {method}: step size {best[method]:g} (test LL {scores[best[method]]:.4f})")
     if args.out:
-        stem = os.path.join(args.out, f"sgld_step_grid_{args.task}_{args.dataset}")
+        stem = os.path.join(args.out, f"sgld_step_grid_{args.task}_{args.dataset}_{'_'.join(args.methods)}")
         write_csv_atomically(stem + ".csv", rows)
         plt = pyplot()
         fig, ax = plt.subplots(figsize=(5, 3.2))

@@ -34,8 +34,6 @@ def _demo_methods():
 
 def demo(args) -> int:
     import jax
-    import jax.numpy as jnp
-    import numpy as np
 
     import steinax
     from steinax.metrics import mmd2
