@@ -119,9 +119,9 @@ OPTIMIZERS = ("adagrad_momentum", "rmsprop")
 
 DEFAULTS = {
     "bnn": BenchSettings(particles=20, steps=2000, batch_size=100, learning_rate=1e-3, train_fraction=0.9,
-                         sgld_step=1e-5),
+                         sgld_step=3e-5, psgld_step=3e-3),
     "blr": BenchSettings(particles=100, steps=2000, batch_size=100, learning_rate=0.05, train_fraction=0.8,
-                         sgld_step=1e-4),
+                         sgld_step=3e-3, psgld_step=3e-3),
 }
 QUICK = {
     "bnn": BenchSettings(particles=5, steps=20, batch_size=50, learning_rate=1e-3, train_fraction=0.9, keep=2,
