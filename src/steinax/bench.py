@@ -286,6 +286,9 @@ def run_bench(
             row = {"task": task, "dataset": d, "method": m, "seed": k, "settings": s.key(m), **_one_job(task, *loaded[d], m, k, s)}
             rows.append({f: row[f] for f in FIELDS})
             _write_rows(results_path, rows)  # every finished job is kept
+            # each job compiles its own target; without this, hundreds of jobs exhaust the JIT's code memory
+            # (observed: "LLVM ERROR: Unable to allocate section memory" after 183 BLR jobs)
+            jax.clear_caches()
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix_str(f"{d}/{m}/seed {k}")
