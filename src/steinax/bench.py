@@ -126,7 +126,7 @@ DEFAULTS = {
 QUICK = {
     "bnn": BenchSettings(particles=5, steps=20, batch_size=50, learning_rate=1e-3, train_fraction=0.9, keep=2,
                          nuts_samples=20),
-    "blr": BenchSettings(particles=10, steps=20, batch_size=50, learning_rate=0.05, train_fraction=0.8, keep=2,
+    "blr": BenchSettings(particles=10, steps=200, batch_size=50, learning_rate=0.05, train_fraction=0.8, keep=2,
                          nuts_samples=20),
 }
 PRESETS = {
