@@ -104,3 +104,11 @@ def test_bad_input():
     assert x0.shape == (500, 4)
     # prior draws: alpha ~ Gamma(1, rate 0.01) has mean 100 (log-mean E log alpha = digamma(1) + log 100)
     assert abs(float(jnp.mean(x0[:, -1])) - (-0.5772 + np.log(100.0))) < 0.25  # 4 se (sd of log Gamma(1) is 1.28)
+
+
+def test_confident_wrong_prediction_has_a_finite_log_likelihood():
+    """sigma(-30) = 9e-14 rounds 1 - sigma(30) to 0 in float32; the test LL must stay finite (log p = -30)."""
+    model = LogisticRegression(1, prior="normal")
+    ev = model.evaluate(jnp.array([[30.0], [30.0]]), jnp.array([[1.0]], jnp.float32), np.array([0.0]))
+    np.testing.assert_allclose(ev.loglik, -30.0, rtol=1e-5)
+    assert float(ev.accuracy) == 0.0

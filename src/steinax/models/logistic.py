@@ -115,7 +115,11 @@ class LogisticRegression(eqx.Module):
 
     def evaluate(self, particles: jax.Array, X: jax.Array, y) -> Evaluation:
         """Test accuracy and log-likelihood of the particle-averaged predictive probability (Liu & Wang's metrics)."""
+        X = jnp.asarray(X)
         y = jnp.asarray(check_binary_labels(y), X.dtype)
-        p1 = self.predict_proba(particles, jnp.asarray(X))
-        p_obs = jnp.where(y > 0.5, p1, 1.0 - p1)
-        return Evaluation(loglik=jnp.mean(jnp.log(p_obs)), accuracy=jnp.mean((p_obs > 0.5).astype(X.dtype)))
+        sign = 2.0 * y - 1.0
+        # log of the particle average of sigma(+-z), by logsumexp: the average of probabilities
+        # saturates to 0 in float32 for confident wrong predictions (|z| > ~17), log 0 = -inf
+        log_terms = jax.vmap(lambda t: jax.nn.log_sigmoid(sign * self.logits(t, X)))(particles)  # [n, N]
+        log_p_obs = jax.scipy.special.logsumexp(log_terms, axis=0) - jnp.log(particles.shape[0])
+        return Evaluation(loglik=jnp.mean(log_p_obs), accuracy=jnp.mean((log_p_obs > jnp.log(0.5)).astype(X.dtype)))
