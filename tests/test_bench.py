@@ -78,3 +78,10 @@ def test_baselines_and_liu_dev_set_options(tmp_path, capsys):
     assert [r["settings"] for r in rows] == [base, base + "-eps1e-05-keep2", base + "-eps0.001-keep2", base + "-nuts20"]
     assert "Method-specific settings: sgld: " + base + "-eps1e-05-keep2" in capsys.readouterr().out
     assert all(np.isfinite(float(r["rmse"])) and np.isfinite(float(r["loglik"])) for r in rows)
+
+
+def test_settings_are_checked_before_any_run():
+    with pytest.raises(ValueError, match="`dev_noise` needs a development set"):
+        bench.BenchSettings(particles=2, steps=2, batch_size=2, learning_rate=0.1, train_fraction=0.5, dev_noise=True)
+    with pytest.raises(ValueError, match="`optimizer` must be one of"):
+        bench.BenchSettings(particles=2, steps=2, batch_size=2, learning_rate=0.1, train_fraction=0.5, optimizer="sgd")

@@ -51,7 +51,6 @@ def _methods():
 
 
 METHODS = ("svgd", "mk_svgd", "cc_svgd", "map", "sgld", "psgld", "nuts")
-SAMPLERS = ("sgld", "psgld", "nuts")
 
 
 @dataclass(frozen=True)
@@ -90,6 +89,8 @@ class BenchSettings:
     def __post_init__(self):
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"`optimizer` must be one of {OPTIMIZERS}; received {self.optimizer!r}")
+        if self.dev_noise and not self.dev_fraction:
+            raise ValueError("`dev_noise` needs a development set: set `dev_fraction` > 0 (Liu & Wang: 0.1)")
 
     def key(self, method: str | None = None) -> str:
         """The settings as a short string; with ``method``, also the settings only that method uses."""
@@ -136,7 +137,7 @@ PRESETS = {
         "matrix_svgd": {"hidden": (50, 50), "bias": False, "noise_variance": 0.5, "prior_variance": 1.0,
                         "particles": 10, "learning_rate": 5e-3, "optimizer": "rmsprop"},
     },
-    "blr": {"liu": {}, "dusvgd": {}},
+    "blr": {"liu": {}},  # DUSVGD's BLR prior, Gamma(1, 0.01), is LogisticRegression's default
 }
 """Each paper's own BNN setting (ALGORITHMS.md): ``liu`` (Liu & Wang; also MK-SVGD's and KCC-SD's
 network), ``dusvgd`` (Gamma(1, 0.01) priors, 100 particles), ``matrix_svgd`` (its code's
@@ -176,8 +177,7 @@ def _model_and_data(task, X, y, seed, s: BenchSettings):
     key = jax.random.key(seed)
     prior = {} if s.b0 is None else {"b0": s.b0}
     if regression:
-        hidden = s.hidden[0] if len(s.hidden) == 1 else tuple(s.hidden)
-        model = BNNRegression(X.shape[1], hidden, bias=s.bias, noise_variance=s.noise_variance,
+        model = BNNRegression(X.shape[1], tuple(s.hidden), bias=s.bias, noise_variance=s.noise_variance,
                               prior_variance=s.prior_variance, **prior)
         x0 = model.init_particles(key, s.particles, X_tr, y_tr)
     else:
@@ -190,6 +190,8 @@ def _model_and_data(task, X, y, seed, s: BenchSettings):
 
 def _run_method(method_name, target, x0, s: BenchSettings, key):
     """Particles (or draws, chains and draws flattened) of one method on one target."""
+    import optax
+
     import steinax
     from steinax import mcmc
     from steinax.kernels import RBF
@@ -204,8 +206,6 @@ def _run_method(method_name, target, x0, s: BenchSettings, key):
         return draws.reshape(-1, x0.shape[1])
     kernel = None if s.bandwidth is None or method_name not in ("svgd", "cc_svgd") else RBF(s.bandwidth)
     method = _methods()[method_name]() if kernel is None else _methods()[method_name](kernel)
-    import optax
-
     optimizer = (steinax.adagrad_momentum(s.learning_rate) if s.optimizer == "adagrad_momentum"
                  else optax.rmsprop(s.learning_rate, decay=0.95))
     res = steinax.run(method, target, x0, steps=s.steps, optimizer=optimizer, rng_key=key, progress=False)
@@ -219,9 +219,7 @@ def _one_job(task, X, y, method_name, seed, s: BenchSettings):
     particles = jax.block_until_ready(_run_method(method_name, target, x0, s, jax.random.fold_in(jax.random.key(seed), 1)))
     wall = time.perf_counter() - t0
     if task == "bnn":
-        if s.dev_noise:
-            if split.X_dev is None:
-                raise ValueError("`dev_noise` needs a development set: set `dev_fraction` > 0")
+        if s.dev_noise:  # BenchSettings guarantees a development set
             particles = model.reestimate_noise(particles, jnp.asarray(split.X_dev, jnp.float32),
                                                jnp.asarray(split.y_dev, jnp.float32))
         ev = model.evaluate(particles, X_te, y_te, split.y_mean, split.y_std)
