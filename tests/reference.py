@@ -69,3 +69,40 @@ def naive_kcc_sd(x, s, kernel_fns, estimator="v"):
                     continue
                 total += float(u(x[a, i : i + 1], x[b, i : i + 1], s[a, i : i + 1], s[b, i : i + 1]))
     return total / (n * n if estimator == "v" else n * (n - 1))
+
+
+def naive_matrix_svgd_direction(x, s, kernel_fn):
+    """Eq. 9-10 of the matrix-SVGD paper by a double loop:
+    ``phi(x_i) = (1/n) sum_j [K(x_i, x_j) s_j + sum_m d K_{:, m}(x_i, y) / d y_m |_{y = x_j}]``,
+    the divergence taken by ``jax.jacfwd`` of ``kernel_fn`` for each pair."""
+    x, s = np.asarray(x), np.asarray(s)
+    n, d = x.shape
+    out = np.zeros((n, d))
+    for i in range(n):
+        for j in range(n):
+            K = np.asarray(kernel_fn(x[i], x[j]))
+            jac = np.asarray(jax.jacfwd(lambda y: kernel_fn(jnp.asarray(x[i]), y))(jnp.asarray(x[j])))  # [l, m, p]
+            out[i] += K @ s[j] + np.array([sum(jac[l, m, m] for m in range(d)) for l in range(d)])
+    return out / n
+
+
+def naive_svn_direction(x, s, hmats, h, outer="mean"):
+    """Stein variational Newton (matrix-SVGD paper eq. 19) by loops: ``A = mean H``,
+    ``k_ij = exp(-(x_i - x_j)^T A (x_i - x_j) / h)``, ``g_i = mean_j [k_ij s_j + grad_{x_j} k_ij]``,
+    ``H~_i = mean_j H_j k_ij^2 + c sum_j grad k grad k^T``, ``phi_i = H~_i^{-1} g_i``."""
+    x, s, hmats = (np.asarray(a, dtype=np.float64) for a in (x, s, hmats))
+    n, d = x.shape
+    A = hmats.mean(0)
+    c = 1.0 / n if outer == "mean" else 1.0
+    out = np.zeros((n, d))
+    for i in range(n):
+        g = np.zeros(d)
+        Ht = np.zeros((d, d))
+        for j in range(n):
+            diff = x[j] - x[i]
+            k = np.exp(-diff @ A @ diff / h)
+            grad = -2.0 * k * (A @ diff) / h  # d/dx_j exp(-(x_j - x_i)^T A (x_j - x_i) / h)
+            g += (k * s[j] + grad) / n
+            Ht += hmats[j] * k * k / n + c * np.outer(grad, grad)
+        out[i] = np.linalg.solve(Ht, g)
+    return out

@@ -15,11 +15,14 @@ from steinax.particles import (
     cc_svgd,
     cc_svgd_direction,
     map_ascent,
+    matrix_svgd,
+    matrix_svgd_direction,
     mk_svgd,
     run,
     scale_by_adagrad_momentum,
     svgd,
     svgd_direction,
+    svn,
 )
 from steinax.stein import ksd
 
@@ -39,6 +42,9 @@ __all__ = [
     "svgd",
     "svgd_direction",
     "mk_svgd",
+    "matrix_svgd",
+    "matrix_svgd_direction",
+    "svn",
     "cc_svgd",
     "cc_svgd_direction",
     "map_ascent",

@@ -103,7 +103,8 @@ def test_as_target_and_minibatch_fisher(key):
     data = jax.random.normal(key, (100, 2))
     mb = MinibatchTarget(lambda th: -0.5 * jnp.sum(th**2), lambda th, y: -0.5 * jnp.sum((y - th) ** 2), data, 100)
     F = mb.fisher(key, jnp.zeros(2))
-    np.testing.assert_allclose(F, 100 * np.cov(np.asarray(data).T, bias=True), rtol=1e-4)
+    # the likelihood's N * Cov_B plus the N(0, I) prior's curvature I
+    np.testing.assert_allclose(F, 100 * np.cov(np.asarray(data).T, bias=True) + np.eye(2), rtol=1e-4)
 
 
 def test_minibatch_sampling_with_replacement_is_unbiased_and_auto_switches():

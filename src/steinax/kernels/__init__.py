@@ -2,12 +2,30 @@
 
 from steinax.kernels.bandwidth import BANDWIDTH_RULES, kth_smallest, median_bandwidth
 from steinax.kernels.base import IMQ, RBF, AbstractKernel
+from steinax.kernels.matrix import (
+    AbstractMatrixKernel,
+    AbstractPreconditioner,
+    DiagonalMatrixKernel,
+    MixtureKernel,
+    PreconditionedKernel,
+    Preconditioner,
+    ScalarMatrixKernel,
+    positive_definite,
+)
 from steinax.kernels.pairwise import fold_row_blocks, map_row_blocks, scan_row_blocks, squared_distances
 
 __all__ = [
     "AbstractKernel",
     "RBF",
     "IMQ",
+    "AbstractMatrixKernel",
+    "ScalarMatrixKernel",
+    "DiagonalMatrixKernel",
+    "PreconditionedKernel",
+    "MixtureKernel",
+    "AbstractPreconditioner",
+    "Preconditioner",
+    "positive_definite",
     "median_bandwidth",
     "kth_smallest",
     "BANDWIDTH_RULES",

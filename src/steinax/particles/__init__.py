@@ -1,6 +1,7 @@
 """Particle methods (update directions as pure functions), the run loop and optax glue."""
 
 from steinax.particles.cc_svgd import CCSVGD, cc_svgd, cc_svgd_direction
+from steinax.particles.matrix_svgd import SVN, MatrixSVGD, matrix_svgd, matrix_svgd_direction, svn, svn_direction
 from steinax.particles.mk_svgd import MKSVGD, MKState, mk_svgd, rbf_bandwidth_grid
 from steinax.particles.base import AbstractParticleMethod, ParticleState, StepInfo
 from steinax.particles.baselines import MAPAscent, map_ascent
@@ -22,6 +23,12 @@ __all__ = [
     "cc_svgd_direction",
     "svgd",
     "svgd_direction",
+    "MatrixSVGD",
+    "matrix_svgd",
+    "matrix_svgd_direction",
+    "SVN",
+    "svn",
+    "svn_direction",
     "MAPAscent",
     "map_ascent",
     "run",

@@ -7,15 +7,21 @@ A particle method is an immutable pytree (equinox Module) with
 
 and, underneath, the pure function every method defines:
 
-* ``direction(rng_key, particles, scores, aux) -> (phi, aux, info)``
+* ``direction(rng_key, particles, scores, aux, curvature=None) -> (phi, aux, info)``
 
 ``phi`` is the ascent direction (SVGD's ``phi*``), ``aux`` the method's own
 state carried between steps (MK-SVGD's kernel weights, a preconditioner's
 running average; ``None`` for SVGD), ``info`` a dict of scalar diagnostics
-(the resolved bandwidth). :meth:`AbstractParticleMethod.step` is the single
-place where a target is evaluated (once per particle per step) and the
-optimizer applied; methods that need more of the target (Hessians, Fisher
-information) override :meth:`AbstractParticleMethod.target_quantities`.
+(the resolved bandwidth).
+
+:meth:`AbstractParticleMethod.evaluate_target` is the single place where a
+target is evaluated: once per particle per step, scores and, for a method whose
+:meth:`~AbstractParticleMethod.curvature_request` names one, the curvature
+(``"hessian"``, ``"gauss_newton"``, ``"fisher"``, ``"kfac"``) through
+:meth:`steinax.targets.AbstractTarget.curvature`, with the same key (so a
+minibatch target uses one minibatch for both). The result is passed to
+``direction`` as ``curvature``. :meth:`AbstractParticleMethod.step` applies the
+optimizer.
 """
 
 from __future__ import annotations
@@ -61,31 +67,49 @@ def _all_finite(*trees) -> jax.Array:
 class AbstractParticleMethod(eqx.Module):
     """Base class of particle methods (see the module docstring)."""
 
-    def init_aux(self, particles: jax.Array):
-        """Initial method state (``None`` unless the method carries state)."""
-        del particles
+    def init_aux(self, particles: jax.Array, target=None):
+        """Initial method state (``None`` unless the method carries state).
+
+        ``target`` is given by :func:`steinax.run` (a method whose state holds a
+        running average of the target's curvature reads its structure from it).
+        """
+        del particles, target
         return None
 
-    def init(self, particles: jax.Array, optimizer: optax.GradientTransformation) -> ParticleState:
+    def init(self, particles: jax.Array, optimizer: optax.GradientTransformation, target=None) -> ParticleState:
         from steinax._validation import check_particles
 
         particles = check_particles(particles)
         return ParticleState(
             particles=particles,
             opt_state=optimizer.init(particles),
-            aux=self.init_aux(particles),
+            aux=self.init_aux(particles, target),
             step=jnp.zeros((), jnp.int32),
         )
 
+    def curvature_request(self) -> str | None:
+        """The curvature this method needs from the target each step (``None``: scores only)."""
+        return None
+
     @abc.abstractmethod
-    def direction(self, rng_key, particles, scores, aux) -> tuple[jax.Array, object, dict]:
-        """Pure core: the ascent direction ``phi`` ``[n, d]``, the new ``aux`` and a dict of scalars."""
+    def direction(self, rng_key, particles, scores, aux, curvature=None) -> tuple[jax.Array, object, dict]:
+        """Pure core: the ascent direction ``phi`` ``[n, d]``, the new ``aux`` and a dict of scalars.
+
+        ``curvature`` is what :meth:`curvature_request` asked for (``None`` otherwise).
+        """
+
+    def evaluate_target(self, rng_key, target, particles):
+        """``(logdensities, scores, curvature)``: everything the method needs from ``target`` this step."""
+        logdens, scores = target.evaluate(rng_key, particles)
+        name = self.curvature_request()
+        curvature = None if name is None else target.curvature(name, rng_key, particles)
+        return logdens, scores, curvature
 
     def step(self, rng_key, state: ParticleState, target, optimizer) -> tuple[ParticleState, StepInfo]:
         """One update: evaluate the target once per particle, compute ``phi``, apply the optimizer."""
         key_target, key_direction = jax.random.split(rng_key)
-        logdens, scores = target.evaluate(key_target, state.particles)
-        phi, aux, info = self.direction(key_direction, state.particles, scores, state.aux)
+        logdens, scores, curvature = self.evaluate_target(key_target, target, state.particles)
+        phi, aux, info = self.direction(key_direction, state.particles, scores, state.aux, curvature)
         updates, opt_state = optimizer.update(-phi, state.opt_state, state.particles)
         particles = optax.apply_updates(state.particles, updates)
         finite = _all_finite(logdens, scores, phi, particles)

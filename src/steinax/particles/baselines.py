@@ -18,7 +18,7 @@ __all__ = ["MAPAscent", "map_ascent"]
 class MAPAscent(AbstractParticleMethod):
     """Independent gradient ascent of the log-density for each particle (see :func:`map_ascent`)."""
 
-    def direction(self, rng_key, particles, scores, aux):
+    def direction(self, rng_key, particles, scores, aux, curvature=None):
         del rng_key, particles
         return scores, aux, {"score_norm": jnp.sqrt(jnp.mean(jnp.sum(scores * scores, axis=1)))}
 

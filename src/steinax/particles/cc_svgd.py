@@ -68,7 +68,7 @@ class CCSVGD(AbstractParticleMethod):
         as_kernel(self.kernel, None)
         check_block_size(self.block_size)
 
-    def direction(self, rng_key, particles, scores, aux):
+    def direction(self, rng_key, particles, scores, aux, curvature=None):
         del rng_key
         phi, bandwidths = _cc_svgd(particles, scores, self.kernel, self.block_size)
         return phi, aux, {"bandwidth": jnp.mean(bandwidths)}

@@ -108,7 +108,7 @@ class MKSVGD(AbstractParticleMethod):
             return jnp.full((m,), 1.0 / m, dtype)
         return jnp.asarray(self.initial_weights, dtype)
 
-    def init_aux(self, particles):
+    def init_aux(self, particles, target=None):
         w = self._weights0(particles.dtype)
         opt_state = self.weight_optimizer.init(w) if self.weight_rule == "gradient" else None
         return MKState(weights=w, opt_state=opt_state)
@@ -120,7 +120,7 @@ class MKSVGD(AbstractParticleMethod):
         h_med = median_bandwidth(particles, "liu", block_size=self.block_size)
         return [RBF(k.resolve(particles).bandwidth * h_med) for k in self.kernels]
 
-    def direction(self, rng_key, particles, scores, aux):
+    def direction(self, rng_key, particles, scores, aux, curvature=None):
         del rng_key
         n = particles.shape[0]
         kernels = self.resolved_kernels(particles)

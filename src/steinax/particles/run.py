@@ -181,10 +181,13 @@ def _initial_record(method, target, diag_kernel, particles, rng_key, ksd_block):
     _, key_diag = jax.random.split(rng_key)
     logd, scores = target.evaluate(jax.random.fold_in(key_diag, 0), particles)
     k = ksd(particles, scores, diag_kernel, "v", block_size=ksd_block)
-    # the structure of the method's info, without computing a direction
-    info = jax.eval_shape(
-        lambda: method.direction(jax.random.key(0), particles, scores, method.init_aux(particles))[2]
-    )
+
+    def info_of():  # the structure of the method's info, without computing a direction
+        key = jax.random.key(0)
+        _, s, curv = method.evaluate_target(key, target, particles)
+        return method.direction(key, particles, s, method.init_aux(particles, target), curv)[2]
+
+    info = jax.eval_shape(info_of)
     bad_rows = ~jnp.all(jnp.isfinite(scores), axis=1)
     if logd is not None:
         bad_rows = bad_rows | ~jnp.isfinite(logd)
@@ -263,7 +266,7 @@ def run(
         dim = getattr(target, "dim", None)
         if isinstance(dim, int) and particles.shape[1] != dim:
             raise ValueError(f"`particles` must have shape [n, {dim}] for this target; received shape {tuple(particles.shape)}")
-        state = method.init(particles, optimizer)
+        state = method.init(particles, optimizer, target)
     else:
         state = initial_state
         particles = check_particles(state.particles, "initial_state.particles")

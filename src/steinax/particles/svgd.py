@@ -122,7 +122,7 @@ class SVGD(AbstractParticleMethod):
         as_kernel(self.kernel, None)
         check_block_size(self.block_size)
 
-    def direction(self, rng_key, particles, scores, aux):
+    def direction(self, rng_key, particles, scores, aux, curvature=None):
         del rng_key
         phi, kernel = _svgd(particles, scores, self.kernel, self.block_size)
         return phi, aux, kernel_info(kernel)

@@ -13,6 +13,8 @@ Stein variational Newton, KFAC, Stein GPs):
 * :meth:`gauss_newton` and :meth:`fisher` (defined by models that have a
   likelihood with that structure; otherwise a clear ``NotImplementedError``),
 * :meth:`per_example_loglik` (minibatch models),
+* :meth:`curvature` (the one entry point the particle methods use: a named
+  curvature, batched over the particles, once per step),
 * :meth:`postprocess` (map particles to the user's space, e.g. NumPyro's
   constrained space).
 
@@ -29,10 +31,11 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+CURVATURES = ("hessian", "gauss_newton", "fisher", "kfac")
 MINIBATCH_SAMPLING = ("auto", "without_replacement", "with_replacement")
 AUTO_WITHOUT_REPLACEMENT_MAX = 20_000
 
-__all__ = ["AbstractTarget", "LogDensityTarget", "ScoreTarget", "MinibatchTarget", "as_target", "check_target", "evaluate_checked"]
+__all__ = ["CURVATURES", "AbstractTarget", "LogDensityTarget", "ScoreTarget", "MinibatchTarget", "as_target", "check_target", "evaluate_checked"]
 
 
 class AbstractTarget(eqx.Module):
@@ -71,6 +74,36 @@ class AbstractTarget(eqx.Module):
     def per_example_loglik(self, x: jax.Array, batch) -> jax.Array:
         """Per-example log-likelihoods of ``batch`` at one point."""
         raise NotImplementedError(f"{type(self).__name__} has no per-example log-likelihood")
+
+    def kfac(self, rng_key: jax.Array, particles: jax.Array):
+        """Kronecker-factored Fisher blocks of every particle (models with dense layers; see ``BNNRegression``)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no layered structure for a Kronecker-factored (KFAC) Fisher; "
+            "use preconditioner='fisher', 'hessian' or 'gauss_newton'"
+        )
+
+    def curvature(self, name: str, rng_key: jax.Array, particles: jax.Array):
+        """The curvature ``name`` at every particle, as a positive (semi-)definite quantity.
+
+        The one hook through which particle methods ask a target for more than
+        scores (:meth:`steinax.particles.AbstractParticleMethod.step` calls it
+        once per step, with the key of that step's scores, so a minibatch target
+        uses the same minibatch for both):
+
+        * ``"hessian"``: ``-nabla^2 log p(x_i)`` (``[n, d, d]``, may be indefinite),
+        * ``"gauss_newton"``: :meth:`gauss_newton` (``[n, d, d]``),
+        * ``"fisher"``: :meth:`fisher` (``[n, d, d]``),
+        * ``"kfac"``: :meth:`kfac` (a model-specific pytree of factors).
+        """
+        if name == "hessian":
+            return -jax.vmap(self.hessian)(particles)
+        if name == "gauss_newton":
+            return jax.vmap(self.gauss_newton)(particles)
+        if name == "fisher":
+            return jax.vmap(self.fisher, in_axes=(None, 0))(rng_key, particles)
+        if name == "kfac":
+            return self.kfac(rng_key, particles)
+        raise ValueError(f"`name` must be one of {CURVATURES}; received {name!r}")
 
     def postprocess(self, particles: jax.Array):
         """Map ``[n, d]`` particles to the user's space (identity by default)."""
@@ -176,11 +209,32 @@ class MinibatchTarget(AbstractTarget):
         return jax.vmap(jax.value_and_grad(self._logdensity_on), in_axes=(0, None, None))(particles, batch, factor)
 
     def fisher(self, rng_key, x):
-        """Empirical Fisher ``N * Cov_B[nabla log p(y_i | x)]`` over a minibatch (``[d, d]``)."""
+        """Empirical Fisher of the posterior over a minibatch (``[d, d]``).
+
+        ``N * Cov_B[nabla log p(y_i | x)] - nabla^2 log p_0(x)``: the
+        likelihood's part estimated from the per-example score gradients of the
+        minibatch ``rng_key`` draws (the same one :meth:`evaluate` uses with that
+        key), plus the prior's curvature by autodiff (``I / sigma^2`` for a
+        Gaussian prior). The authors' matrix-SVGD code uses the batch covariance
+        without the factor ``N`` and without the prior; the factor only rescales
+        the preconditioner, which their AdaGrad/RMSProp steps absorb.
+        """
         batch, _ = self._batch(rng_key)
         g = jax.vmap(jax.grad(self.loglik_fn), in_axes=(None, 0))(x, batch)
         g = g - jnp.mean(g, axis=0, keepdims=True)
-        return self.num_data * (g.T @ g) / g.shape[0]
+        return self.num_data * (g.T @ g) / g.shape[0] - jax.hessian(self.logprior_fn)(x)
+
+    def hessian(self, x):
+        """``nabla^2 log p(x)`` on all the data."""
+        return jax.hessian(self.logdensity)(x)
+
+    def curvature(self, name, rng_key, particles):
+        """As :meth:`AbstractTarget.curvature`; ``"hessian"`` uses the step's minibatch (scaled by ``N / B``)."""
+        if name == "hessian":
+            batch, factor = self._batch(rng_key)
+            hess = jax.hessian(self._logdensity_on)
+            return -jax.vmap(hess, in_axes=(0, None, None))(particles, batch, factor)
+        return super().curvature(name, rng_key, particles)
 
 
 def as_target(target) -> AbstractTarget:
