@@ -53,6 +53,8 @@ __all__ = [
     "AbstractPreconditioner",
     "Preconditioner",
     "positive_definite",
+    "KFACFactors",
+    "KroneckerPreconditioner",
     "AbstractMatrixKernel",
     "ScalarMatrixKernel",
     "DiagonalMatrixKernel",
@@ -218,6 +220,72 @@ def positive_definite(curvature: jax.Array, floor: float = 1e-2, damping: float 
     eye = jnp.broadcast_to(jnp.eye(h.shape[-1], dtype=h.dtype), h.shape)
     vecs = jnp.where(ok[..., None], vecs, eye)
     return Preconditioner(vecs=vecs, vals=vals), jnp.mean(floored.astype(h.dtype))
+
+
+def _layer_index(layer) -> np.ndarray:
+    """Flat indices ``[n_in (+1), n_out]`` of a dense layer's weights (row-major) and bias (last row)."""
+    w0, n_in, n_out, b0 = layer
+    idx = w0 + np.arange(n_in * n_out).reshape(n_in, n_out)
+    if b0 >= 0:
+        idx = np.concatenate([idx, b0 + np.arange(n_out)[None, :]], axis=0)
+    return idx
+
+
+class KroneckerPreconditioner(AbstractPreconditioner):
+    """Block-diagonal ``Q`` with a Kronecker block ``A_l (x) G_l`` per dense layer, identity elsewhere.
+
+    ``layout`` holds, per layer, ``(weight offset, n_in, n_out, bias offset or -1)``
+    in the flat particle; a layer's weights are ``W [n_in, n_out]`` row-major
+    and its bias (if any) is treated as an extra input row (activation 1).
+    Stores the inverses, so ``solve_rows`` maps each layer's block ``V`` to
+    ``A_l^{-1} V G_l^{-1}`` (Martens & Grosse 2015).
+    """
+
+    a_inv: tuple
+    g_inv: tuple
+    layout: tuple = eqx.field(static=True)
+
+    def solve_rows(self, v):
+        out = v
+        for a_inv, g_inv, layer in zip(self.a_inv, self.g_inv, self.layout):
+            idx = _layer_index(layer)
+            block = jnp.einsum("ij,...jk,kl->...il", a_inv, v[..., idx], g_inv)
+            out = out.at[..., idx].set(block)
+        return out
+
+
+class KFACFactors(eqx.Module):
+    """Kronecker factors of the Fisher of a network's dense layers (one set per particle, or averaged).
+
+    Layer ``l``'s Fisher block is approximated by ``A_l (x) G_l`` with
+    ``A_l = mean_b a_b a_b^T`` (the layer's inputs, with a 1 appended for a
+    bias) and ``G_l = N mean_b g_b g_b^T`` (``g_b`` the per-example gradient of
+    the log-likelihood with respect to the layer's pre-activations), from the
+    step's minibatch. Produced by a model's target (``BNNRegression.target(...).kfac``).
+    """
+
+    a: tuple
+    g: tuple
+    layout: tuple = eqx.field(static=True)
+
+    def preconditioner(self, damping: float):
+        """``(KroneckerPreconditioner, floored=0)`` with inverses of ``A_l + eps_A I`` and ``G_l + eps_G I``.
+
+        The damping is relative: ``eps = damping * tr(F) / dim(F)`` for each factor
+        ``F``, so it does not depend on the scale of the data or of ``N`` (the
+        authors' BNN code adds an absolute 5e-3, or 5e-2 on Boston and Wine, to
+        factors computed without ``N``).
+        """
+
+        def inv(f):
+            m = f.shape[-1]
+            eps = damping * jnp.trace(f, axis1=-2, axis2=-1) / m
+            eye = jnp.broadcast_to(jnp.eye(m, dtype=f.dtype), f.shape)
+            reg = 0.5 * (f + jnp.swapaxes(f, -1, -2)) + eps[..., None, None] * eye
+            return jnp.linalg.inv(reg)
+
+        pre = KroneckerPreconditioner(tuple(inv(a) for a in self.a), tuple(inv(g) for g in self.g), self.layout)
+        return pre, jnp.zeros((), self.a[0].dtype)
 
 
 # --------------------------------------------------------------------------- matrix-valued kernels

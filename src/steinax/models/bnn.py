@@ -39,10 +39,11 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from steinax.kernels.matrix import KFACFactors
 from steinax.models.base import Evaluation
 from steinax.targets.base import MinibatchTarget
 
-__all__ = ["BNNRegression"]
+__all__ = ["BNNRegression", "BNNTarget"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _ACTIVATIONS = {"relu": jax.nn.relu, "sigmoid": jax.nn.sigmoid, "tanh": jnp.tanh}
@@ -172,7 +173,46 @@ class BNNRegression(eqx.Module):
             out = out + self.a0 * log_lambda - self.b0 * jnp.exp(log_lambda)
         return out
 
-    def target(self, X, y, batch_size: int | None = 100) -> MinibatchTarget:
+    def kfac_layout(self) -> tuple:
+        """Per layer ``(weight offset, n_in, n_out, bias offset or -1)`` in the flat particle."""
+        layout, at, sizes = [], 0, self.layer_sizes
+        for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+            b0 = at + n_in * n_out if self.bias else -1
+            layout.append((at, n_in, n_out, b0))
+            at += n_in * n_out + (n_out if self.bias else 0)
+        return tuple(layout)
+
+    def kfac_factors(self, theta: jax.Array, X: jax.Array, y: jax.Array, num_data: int) -> KFACFactors:
+        """KFAC factors of one particle on a batch (see :class:`~steinax.kernels.matrix.KFACFactors`).
+
+        ``A_l = mean_b a_b a_b^T`` over the layer's inputs (a 1 appended when the
+        layer has a bias) and ``G_l = num_data * mean_b g_b g_b^T`` with ``g_b`` the
+        gradient of example ``b``'s log-likelihood with respect to the layer's
+        pre-activations: one forward and one backward pass of the batch.
+        """
+        layers, log_gamma, _ = self.unflatten(theta)
+        batch = X.shape[0]
+
+        def loglik(eps):
+            h, inputs = X, []
+            for i, (w, b) in enumerate(layers):
+                inputs.append(h)
+                z = h @ w + (0.0 if b is None else b[None, :]) + eps[i]
+                h = _ACTIVATIONS[self.activation](z) if i < len(layers) - 1 else z
+            resid = h[:, 0] - y
+            return jnp.sum(0.5 * (log_gamma - _LOG_2PI) - 0.5 * jnp.exp(log_gamma) * resid * resid), inputs
+
+        eps = [jnp.zeros((batch, w.shape[1]), X.dtype) for w, _ in layers]
+        grads, inputs = jax.grad(loglik, has_aux=True)(eps)
+        a_fac, g_fac = [], []
+        for a, g in zip(inputs, grads):
+            if self.bias:
+                a = jnp.concatenate([a, jnp.ones((batch, 1), a.dtype)], axis=1)
+            a_fac.append(a.T @ a / batch)
+            g_fac.append(num_data * (g.T @ g) / batch)
+        return KFACFactors(tuple(a_fac), tuple(g_fac), self.kfac_layout())
+
+    def target(self, X, y, batch_size: int | None = 100) -> "BNNTarget":
         """The posterior given standardised data, with minibatch scores (``batch_size=None``: exact)."""
         X = jnp.asarray(X)
         y = jnp.asarray(y, X.dtype)
@@ -180,7 +220,7 @@ class BNNRegression(eqx.Module):
             raise ValueError(
                 f"`X` must be [N, {self.n_features}] and `y` [N]; received shapes {X.shape} and {y.shape}"
             )
-        return MinibatchTarget(self.logprior, self.loglik, (X, y), batch_size)
+        return BNNTarget(self.logprior, self.loglik, (X, y), batch_size, model=self)
 
     def _hyper_columns(self, n, log_gamma, log_lambda, dtype):
         cols = ([log_gamma] if self.learns_noise else []) + ([log_lambda] if self.learns_prior else [])
@@ -263,3 +303,15 @@ class BNNRegression(eqx.Module):
         logpdf = -0.5 * (jnp.log(2.0 * jnp.pi * var) + (preds - y_orig[None, :]) ** 2 / var)
         ll = jax.scipy.special.logsumexp(logpdf, axis=0) - jnp.log(particles.shape[0])
         return Evaluation(loglik=jnp.mean(ll), rmse=rmse)
+
+
+class BNNTarget(MinibatchTarget):
+    """The posterior of a :class:`BNNRegression` with minibatch scores and Kronecker-factored Fisher blocks."""
+
+    model: BNNRegression = eqx.field(kw_only=True)
+
+    def kfac(self, rng_key, particles):
+        """:class:`~steinax.kernels.matrix.KFACFactors` of every particle on the minibatch of ``rng_key``
+        (the one :meth:`evaluate` uses with that key), ``[n, ...]``."""
+        (X, y), _ = self._batch(rng_key)
+        return jax.vmap(lambda t: self.model.kfac_factors(t, X, y, self.num_data))(particles)

@@ -46,6 +46,7 @@ from steinax.kernels.matrix import (
     AbstractMatrixKernel,
     AbstractPreconditioner,
     DiagonalMatrixKernel,
+    KFACFactors,
     MixtureKernel,
     PreconditionedKernel,
     Preconditioner,
@@ -290,10 +291,15 @@ class MatrixSVGD(AbstractParticleMethod):
 
     def _curvature(self, curvature, aux):
         if self.mode == "average":
-            curvature = jnp.mean(curvature, axis=0)
+            curvature = jax.tree_util.tree_map(lambda a: jnp.mean(a, axis=0), curvature)
         if self.decay > 0.0:
             curvature, aux = _running_average(aux, curvature, self.decay)
         return curvature, aux
+
+    def _positive_definite(self, curvature):
+        if isinstance(curvature, KFACFactors):
+            return curvature.preconditioner(self.damping)
+        return positive_definite(curvature, self.floor, self.damping)
 
     def direction(self, rng_key, particles, scores, aux, curvature=None):
         del rng_key
@@ -303,11 +309,13 @@ class MatrixSVGD(AbstractParticleMethod):
             return phi, aux, {"bandwidth": h, "floored": jnp.zeros((), particles.dtype)}
         curvature, aux = self._curvature(curvature, aux)
         if self.mode == "average":
-            q, floored = positive_definite(curvature, self.floor, self.damping)
+            q, floored = self._positive_definite(curvature)
             kernel = PreconditionedKernel(q, self.kernel, self.metric)
         else:
-            mixed = (1.0 - self.mix) * curvature + self.mix * jnp.mean(curvature, axis=0, keepdims=True)
-            q, floored = positive_definite(mixed, self.floor, self.damping)
+            mixed = jax.tree_util.tree_map(
+                lambda a: (1.0 - self.mix) * a + self.mix * jnp.mean(a, axis=0, keepdims=True), curvature
+            )
+            q, floored = self._positive_definite(mixed)
             kernel = MixtureKernel(particles, q, self.kernel, self.metric, self.weight_variance)
         phi, h = _matrix_svgd(particles, scores, kernel, self.block_size)
         return phi, aux, {"bandwidth": h, "floored": floored}
@@ -318,9 +326,9 @@ def matrix_svgd(
     mode: str = "average",
     kernel: AbstractKernel | None = None,
     *,
-    metric: bool = True,
+    metric: bool | None = None,
     floor: float = 1e-2,
-    damping: float = 0.0,
+    damping: float | None = None,
     decay: float | None = None,
     mix: float = 0.5,
     weight_variance: float | None = None,
@@ -340,13 +348,16 @@ def matrix_svgd(
         kernel: the scalar base kernel, default ``RBF("liu")``: the median rule
             on Q-distances (``metric=True``). The authors' toy code uses
             ``exp(-||.||_Q^2 / (2d))`` in average mode, ``RBF(2.0 * d)`` here.
-        metric: evaluate the base kernel on Q-distances (the paper, default) or
-            on Euclidean ones with ``Q^{-1}`` applied to the output only (the
-            authors' LR/BNN code; required by ``"kfac"``).
+        metric: evaluate the base kernel on Q-distances (the paper; default
+            for dense preconditioners) or on Euclidean ones with ``Q^{-1}``
+            applied to the output only (the authors' LR/BNN code; the default
+            and only choice for ``"kfac"``).
         floor: relative eigenvalue floor of :func:`~steinax.kernels.matrix.positive_definite`
             (eigenvalues below ``floor * max |lambda|`` are raised to it). A
             fixed ``Q`` is never modified: it must be positive definite.
-        damping: added to every eigenvalue after the floor (``Q + damping I``).
+        damping: added to every eigenvalue after the floor (``Q + damping I``);
+            default 0. For ``"kfac"`` it is relative to each Kronecker factor's
+            mean eigenvalue (default 1e-2; :meth:`~steinax.kernels.matrix.KFACFactors.preconditioner`).
         decay: exponential moving average of the curvature across steps,
             ``rho_t = min(1 - 1/t, decay)`` as in the authors' code. Default
             0.95 for ``"fisher"`` and ``"kfac"`` (noisy minibatch estimates), 0 otherwise.
@@ -354,7 +365,8 @@ def matrix_svgd(
             before the floor (the authors' code: 0.5), so no anchor's ``Q_l`` is
             far from the average.
         weight_variance: mixture weights ``N(x; z_l, Q_l^{-1})`` (``None``, the
-            paper) or isotropic ``N(x; z_l, sigma^2 I)``.
+            paper) or isotropic ``N(x; z_l, sigma^2 I)`` (``"kfac"``'s default:
+            1.0, the authors' code).
         block_size: row blocks of the average mode's pairwise work.
 
     Cost per step (average mode): ``n`` curvature evaluations (a Hessian is
@@ -374,6 +386,12 @@ def matrix_svgd(
     """
     if decay is None:
         decay = 0.95 if isinstance(preconditioner, str) and preconditioner in ("fisher", "kfac") else 0.0
+    if damping is None:
+        damping = 1e-2 if _is_kfac(preconditioner) else 0.0
+    if metric is None:
+        metric = not _is_kfac(preconditioner)
+    if weight_variance is None and _is_kfac(preconditioner) and mode == "mixture":
+        weight_variance = 1.0
     return MatrixSVGD(
         preconditioner=_as_preconditioner(preconditioner),
         mode=mode,
