@@ -8,7 +8,12 @@ round) and each peer's time as a multiple of steinax's.
     python benchmarks/bench_svgd_step.py                  # n in {100, 1000, 5000}, d in {2, 100}
     python benchmarks/bench_svgd_step.py --n 1000 --d 100 --repeats 5
 
-Also times steinax's MK-SVGD (10 kernels) and CC-SVGD steps, as multiples of a steinax SVGD step.
+Also times steinax's MK-SVGD (10 kernels), CC-SVGD, matrix-SVGD (Hessian preconditioner, average
+and mixture modes) and Stein variational Newton steps, as multiples of a steinax SVGD step.
+The curvature methods sample a Student-t (nu = 5), whose Hessian depends on x.
+Cost models (per step, n particles in d dimensions): SVGD O(n^2 d); matrix SVGD average
+O(n^2 d + n d^2 (the Hessians: d HVPs per particle) + d^3); mixture O(n (n^2 d + n d^2 + d^3));
+SVN O(n^2 d^2 + n d^3).
 Peers that fail (e.g. out of memory at n = 5000) are reported as such.
 Needs the ``bench`` extra (blackjax, numpyro).
 """
@@ -54,9 +59,14 @@ def logdensity(x):
     return -0.5 * jnp.sum(x * x)
 
 
-def _steinax_method_step(method, n, d, lr):
+def student_logdensity(x, nu=5.0):
+    """Multivariate Student-t: its Hessian varies with x (a Gaussian's is a constant XLA can fold away)."""
+    return -0.5 * (nu + x.shape[0]) * jnp.log1p(jnp.sum(x * x) / nu)
+
+
+def _steinax_method_step(method, n, d, lr, logdens=logdensity):
     opt = optax.sgd(lr)
-    target = steinax.targets.LogDensityTarget(logdensity)
+    target = steinax.targets.LogDensityTarget(logdens)
     x0 = jax.random.normal(jax.random.key(0), (n, d))
     state = method.init(x0, opt)
     step = jax.jit(lambda s: method.step(jax.random.key(0), s, target, opt)[0])
@@ -75,6 +85,21 @@ def mk_svgd_step(n, d, lr):
 def cc_svgd_step(n, d, lr):
     """CC-SVGD with the per-coordinate median bandwidth."""
     return _steinax_method_step(steinax.cc_svgd(), n, d, lr)
+
+
+def matrix_average_step(n, d, lr):
+    """Matrix SVGD, average mode, exact Hessian (``jax.hessian`` per particle, batched)."""
+    return _steinax_method_step(steinax.matrix_svgd("hessian", "average"), n, d, lr, student_logdensity)
+
+
+def matrix_mixture_step(n, d, lr):
+    """Matrix SVGD, mixture mode (anchors at the particles), exact Hessian."""
+    return _steinax_method_step(steinax.matrix_svgd("hessian", "mixture"), n, d, lr, student_logdensity)
+
+
+def svn_step(n, d, lr):
+    """Stein variational Newton, exact Hessian."""
+    return _steinax_method_step(steinax.svn("hessian"), n, d, lr, student_logdensity)
 
 
 def blackjax_step(n, d, lr):
@@ -106,7 +131,11 @@ PEERS = {
     "numpyro": numpyro_step,
     "mk_svgd": mk_svgd_step,
     "cc_svgd": cc_svgd_step,
+    "matrix_average": matrix_average_step,
+    "matrix_mixture": matrix_mixture_step,
+    "svn": svn_step,
 }
+DEFAULT_PEERS = ["steinax", "blackjax", "numpyro", "mk_svgd", "cc_svgd"]
 
 
 def main(argv=None):
@@ -115,7 +144,8 @@ def main(argv=None):
     p.add_argument("--d", type=int, nargs="+", default=[2, 100])
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--budget", type=float, default=20.0, help="seconds of timing per library and size")
-    p.add_argument("--peers", nargs="+", default=list(PEERS), help="columns: steinax (SVGD), blackjax, numpyro, mk_svgd, cc_svgd")
+    p.add_argument("--peers", nargs="+", default=DEFAULT_PEERS, choices=list(PEERS),
+                   help="columns: steinax (SVGD), blackjax, numpyro, mk_svgd, cc_svgd, matrix_average, matrix_mixture, svn")
     args = p.parse_args(argv)
     print(f"jax {jax.__version__} on {jax.default_backend()} ({jax.device_count()} device(s)); float32; SGD lr 1e-2")
     print(f"{'n':>6} {'d':>4} " + " ".join(f"{name + ' ms':>14}" for name in args.peers) + "   ratios to steinax")

@@ -13,9 +13,19 @@ def test_demo_writes_figure_and_table(tmp_path, capsys):
     for name in ("gaussian", "star", "double_banana", "sine"):
         assert name in text
     assert "final KSD" in text and "MMD^2" in text
+    for name in ("svgd", "mk_svgd", "cc_svgd", "matrix_avg", "matrix_mix", "svn"):
+        assert f" {name} " in text
     assert out.stat().st_size > 10_000
     assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp")]
     assert stat.S_IMODE(out.stat().st_mode) == default_file_mode()  # was 0600 (tempfile.mkstemp's mode)
+
+
+def test_demo_methods_option(tmp_path, capsys):
+    assert main(["demo", "--quick", "--particles", "8", "--steps", "5", "--methods", "svgd,svn", "--out", ""]) == 0
+    text = capsys.readouterr().out
+    assert " svn " in text and " mk_svgd " not in text
+    assert main(["demo", "--methods", "svgd,newton", "--out", ""]) == 2
+    assert "`--methods` must name some of" in capsys.readouterr().err
 
 
 def test_version_and_help(capsys):
