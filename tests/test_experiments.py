@@ -28,6 +28,8 @@ TINY = {
     "kcc_sd/nontight.py": ["--ns", "4", "8", "--d", "2"],
     "kcc_sd/opvi_linear_regression.py": ["--dims", "2", "--iterations", "2", "--samples", "10", "--observations", "20", "--seeds", "1"],
     "kcc_sd/sgld_step_size.py": ["--step-sizes", "1e-5", "--hidden", "2", "--chains", "2", "--burn-in", "10", "--samples", "20", "--keep", "10"],
+    "matrix_svgd/logistic_regression.py": ["--dataset", "pima", "--splits", "1", "--checkpoints", "2", "4", "--particles", "4",
+                                           "--grid", "0.01", "--psgld-grid", "1e-3"],
     "matrix_svgd/toys.py": ["--seeds", "1", "--steps", "10", "--every", "5", "--grid", "0.3", "--targets", "gmm,sine", "--reference", "100"],
     "mk_svgd/gaussian_2d.py": ["--runs", "1", "--particles", "20", "--steps", "5"],
 }
