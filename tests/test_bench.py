@@ -56,7 +56,7 @@ def test_interrupted_bench_keeps_finished_jobs(tmp_path, monkeypatch):
 
 def test_bad_input(tmp_path, capsys):
     base = ["bench", "blr", "--quick", "--out", str(tmp_path / "b"), "--no-progress"]
-    for extra, message in [(["--methods", "svgd,hmc"], "unknown method 'hmc'; available: ['svgd', 'mk_svgd', 'cc_svgd', 'map', 'sgld', 'psgld', 'nuts']"),
+    for extra, message in [(["--methods", "svgd,hmc"], "unknown method 'hmc'; available: ['svgd', 'mk_svgd', 'cc_svgd', 'matrix_avg', 'matrix_mix', 'map', 'sgld', 'psgld', 'nuts']"),
                            (["--datasets", "covtype"], "unknown dataset 'covtype'; available:"),
                            (["--datasets", "boston"], "dataset 'boston' is regression, not for task 'blr'"),
                            (["--seeds", "0"], "`seeds` must be a positive integer")]:
@@ -78,6 +78,18 @@ def test_baselines_and_liu_dev_set_options(tmp_path, capsys):
     assert [r["settings"] for r in rows] == [base, base + "-eps1e-05-keep2", base + "-eps0.001-keep2", base + "-nuts20"]
     assert "Method-specific settings: sgld: " + base + "-eps1e-05-keep2" in capsys.readouterr().out
     assert all(np.isfinite(float(r["rmse"])) and np.isfinite(float(r["loglik"])) for r in rows)
+
+
+def test_matrix_svgd_rows_use_kfac_and_the_mixture_step(tmp_path):
+    """matrix_avg / matrix_mix run the BNN with KFAC; the preset's mixture step size is part of its key only."""
+    s = bench.BenchSettings(particles=4, steps=10, batch_size=20, learning_rate=5e-3, train_fraction=0.9,
+                            hidden=(6, 6), bias=False, noise_variance=0.5, prior_variance=1.0, optimizer="rmsprop",
+                            mixture_learning_rate=1e-3)
+    rows = bench.run_bench("bnn", ["boston"], ["matrix_avg", "matrix_mix"], 1, str(tmp_path), settings=s, progress=False)
+    assert [r["method"] for r in rows] == ["matrix_avg", "matrix_mix"]
+    assert all(np.isfinite(r["rmse_mean"]) for r in rows)
+    assert s.key("matrix_mix") == s.key() + "-mixlr0.001" and s.key("matrix_avg") == s.key()
+    assert bench.PRESETS["bnn"]["matrix_svgd"]["mixture_learning_rate"] == 1e-3
 
 
 def test_settings_are_checked_before_any_run():

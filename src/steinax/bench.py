@@ -1,6 +1,8 @@
 """Benchmark tables: particle methods x datasets x seeds on the papers' models (``steinax bench``).
 
-Methods: ``svgd``, ``mk_svgd``, ``cc_svgd``, and the baselines ``map`` (an ensemble of
+Methods: ``svgd``, ``mk_svgd``, ``cc_svgd``, matrix SVGD in average and mixture mode
+(``matrix_avg``, ``matrix_mix``: :func:`steinax.matrix_svgd` with the task's curvature,
+``PRECONDITIONER``), and the baselines ``map`` (an ensemble of
 independent MAP fits, :func:`steinax.map_ascent`, same optimizer and steps), ``sgld``
 (BlackJAX) and ``psgld`` (one chain per particle, same steps and minibatches;
 :func:`steinax.mcmc.sgld`) and ``nuts`` (NumPyro, 2 chains on the full-data posterior:
@@ -50,7 +52,10 @@ def _methods():
     return {"svgd": steinax.svgd, "mk_svgd": steinax.mk_svgd, "cc_svgd": steinax.cc_svgd, "map": steinax.map_ascent}
 
 
-METHODS = ("svgd", "mk_svgd", "cc_svgd", "map", "sgld", "psgld", "nuts")
+METHODS = ("svgd", "mk_svgd", "cc_svgd", "matrix_avg", "matrix_mix", "map", "sgld", "psgld", "nuts")
+PRECONDITIONER = {"bnn": "kfac", "blr": "fisher"}
+"""The curvature of ``matrix_avg`` / ``matrix_mix`` per task: KFAC on the BNN's dense layers (the
+matrix-SVGD paper's BNN experiments), the minibatch Fisher for logistic regression (its sec. 4.2)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,8 @@ class BenchSettings:
     (chosen on splits the tables do not use: experiments/bnn/sgld_step_grid.py); the chains (one per
     particle) keep ``keep`` evenly thinned draws of their second half; NUTS runs 2 chains of
     ``nuts_samples`` draws after as many warm-up steps, on the full-data posterior.
+    ``mixture_learning_rate``: ``matrix_mix``'s step size when it differs (the authors' BNN code: 1e-3
+    for the mixture, 5e-3 for the others).
     """
 
     particles: int
@@ -85,6 +92,7 @@ class BenchSettings:
     noise_variance: float | None = None
     prior_variance: float | None = None
     optimizer: str = "adagrad_momentum"
+    mixture_learning_rate: float | None = None
 
     def __post_init__(self):
         if self.optimizer not in OPTIMIZERS:
@@ -113,6 +121,8 @@ class BenchSettings:
             parts.append(f"eps{self.sgld_step if method == 'sgld' else self.psgld_step:g}-keep{self.keep}")
         if method == "nuts":
             parts.append(f"nuts{self.nuts_samples}")
+        if method == "matrix_mix" and self.mixture_learning_rate is not None:
+            parts.append(f"mixlr{self.mixture_learning_rate:g}")
         return "-".join(parts)
 
 
@@ -135,14 +145,14 @@ PRESETS = {
         "liu": {},
         "dusvgd": {"b0": 0.01, "particles": 100},
         "matrix_svgd": {"hidden": (50, 50), "bias": False, "noise_variance": 0.5, "prior_variance": 1.0,
-                        "particles": 10, "learning_rate": 5e-3, "optimizer": "rmsprop"},
+                        "particles": 10, "learning_rate": 5e-3, "optimizer": "rmsprop", "mixture_learning_rate": 1e-3},
     },
     "blr": {"liu": {}},  # DUSVGD's BLR prior, Gamma(1, 0.01), is LogisticRegression's default
 }
 """Each paper's own BNN setting (ALGORITHMS.md): ``liu`` (Liu & Wang; also MK-SVGD's and KCC-SD's
 network), ``dusvgd`` (Gamma(1, 0.01) priors, 100 particles), ``matrix_svgd`` (its code's
 [p, 50, 50, 1] ReLU network without biases, noise variance 0.5 and N(0, 1) prior fixed,
-10 particles, RMSProp(decay 0.95) 5e-3). KCC-SD's fixed bandwidth is ``--bandwidth``."""
+10 particles, RMSProp(decay 0.95) 5e-3, 1e-3 for ``matrix_mix``). KCC-SD's fixed bandwidth is ``--bandwidth``."""
 
 FIELDS = ("task", "dataset", "method", "seed", "settings", "rmse", "loglik", "accuracy", "wall_time")
 
@@ -188,7 +198,7 @@ def _model_and_data(task, X, y, seed, s: BenchSettings):
     return split, model, target, x0, (X_te, y_te)
 
 
-def _run_method(method_name, target, x0, s: BenchSettings, key):
+def _run_method(task, method_name, target, x0, s: BenchSettings, key):
     """Particles (or draws, chains and draws flattened) of one method on one target."""
     import optax
 
@@ -204,10 +214,16 @@ def _run_method(method_name, target, x0, s: BenchSettings, key):
     if method_name == "nuts":
         draws = mcmc.nuts(target, x0[:2], num_warmup=s.nuts_samples, num_samples=s.nuts_samples, rng_key=key)
         return draws.reshape(-1, x0.shape[1])
-    kernel = None if s.bandwidth is None or method_name not in ("svgd", "cc_svgd") else RBF(s.bandwidth)
-    method = _methods()[method_name]() if kernel is None else _methods()[method_name](kernel)
-    optimizer = (steinax.adagrad_momentum(s.learning_rate) if s.optimizer == "adagrad_momentum"
-                 else optax.rmsprop(s.learning_rate, decay=0.95))
+    lr = s.learning_rate
+    if method_name in ("matrix_avg", "matrix_mix"):
+        mode = "average" if method_name == "matrix_avg" else "mixture"
+        method = steinax.matrix_svgd(PRECONDITIONER[task], mode)
+        if mode == "mixture" and s.mixture_learning_rate is not None:
+            lr = s.mixture_learning_rate
+    else:
+        kernel = None if s.bandwidth is None or method_name not in ("svgd", "cc_svgd") else RBF(s.bandwidth)
+        method = _methods()[method_name]() if kernel is None else _methods()[method_name](kernel)
+    optimizer = (steinax.adagrad_momentum(lr) if s.optimizer == "adagrad_momentum" else optax.rmsprop(lr, decay=0.95))
     res = steinax.run(method, target, x0, steps=s.steps, optimizer=optimizer, rng_key=key, progress=False)
     return res.particles
 
@@ -216,7 +232,7 @@ def _one_job(task, X, y, method_name, seed, s: BenchSettings):
     """Split, build the model's target, run the method, evaluate: one result row (without the keys)."""
     split, model, target, x0, (X_te, y_te) = _model_and_data(task, X, y, seed, s)
     t0 = time.perf_counter()
-    particles = jax.block_until_ready(_run_method(method_name, target, x0, s, jax.random.fold_in(jax.random.key(seed), 1)))
+    particles = jax.block_until_ready(_run_method(task, method_name, target, x0, s, jax.random.fold_in(jax.random.key(seed), 1)))
     wall = time.perf_counter() - t0
     if task == "bnn":
         if s.dev_noise:  # BenchSettings guarantees a development set

@@ -236,7 +236,7 @@ def main(argv=None) -> int:
     p_bench.add_argument("task", choices=["bnn", "blr"])
     p_bench.add_argument("--datasets", default=None, help="comma-separated (default: boston,concrete for bnn; pima,wisconsin for blr)")
     p_bench.add_argument("--methods", default="svgd,mk_svgd,cc_svgd",
-                         help="comma-separated: svgd, mk_svgd, cc_svgd, map, sgld, psgld, nuts")
+                         help="comma-separated: svgd, mk_svgd, cc_svgd, matrix_avg, matrix_mix (matrix SVGD: KFAC for bnn, Fisher for blr), map, sgld, psgld, nuts")
     p_bench.add_argument("--seeds", type=int, default=10, help="random splits, one run each (default 10)")
     p_bench.add_argument("--out", default="bench_out", help="folder for results.csv, summary.csv, summary.md")
     p_bench.add_argument("--quick", action="store_true", help="tiny settings (a smoke run)")
