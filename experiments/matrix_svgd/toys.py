@@ -45,7 +45,6 @@ import numpy as np
 import optax
 
 import steinax
-from steinax.kernels import RBF
 from steinax.metrics import mmd2
 from steinax.plot import plot_particles
 from steinax.targets import DoubleBanana, GaussianMixture, Sine, star
