@@ -82,13 +82,25 @@ def test_directions_are_permutation_equivariant_and_discrepancies_invariant(x, r
     for fn in (lambda a, b: steinax.svgd_direction(a, b), lambda a, b: steinax.cc_svgd_direction(a, b),
                lambda a, b: steinax.mk_svgd().direction(None, a, b, steinax.mk_svgd().init_aux(a))[0]):
         np.testing.assert_allclose(fn(x[perm], s[perm]), fn(x, s)[perm], **tol)
+
     for fn in (lambda a, b: steinax.ksd(a, b, steinax.IMQ(), "u"), lambda a, b: steinax.ksd(a, b, steinax.RBF()),
                lambda a, b: kcc_sd(a, b, steinax.IMQ()), lambda a, b: mksd(a, b, [steinax.RBF(0.5), steinax.RBF(2.0)])):
         np.testing.assert_allclose(fn(x[perm], s[perm]), fn(x, s), **tol)
 
 
+def test_matrix_methods_are_permutation_equivariant():
+    """Matrix SVGD (mixture: anchors at the particles; average) and SVN with a per-particle curvature permuted alongside."""
+    x = jax.random.normal(jax.random.key(5), (9, 3))
+    s = _scores(x)
+    perm = np.random.default_rng(0).permutation(9)
+    curv = jnp.einsum("ni,nj->nij", x, x) + jnp.broadcast_to(jnp.eye(3), (9, 3, 3))
+    for m in (steinax.matrix_svgd(mode="mixture"), steinax.matrix_svgd(), steinax.svn()):
+        np.testing.assert_allclose(m.direction(None, x[perm], s[perm], None, curv[perm])[0],
+                                   m.direction(None, x, s, None, curv)[0][perm], **tolerance(jnp.float32, 10.0))
+
+
 def test_float64_runs_of_every_engine():
-    """MK-SVGD, CC-SVGD, KCC-SD, MKSD and gof_test in float64: float64 outputs, equal to float32 to float32 rounding."""
+    """MK-SVGD, CC-SVGD, matrix SVGD, SVN, KCC-SD, MKSD and gof_test in float64: float64 outputs, equal to float32 to float32 rounding."""
     x32 = jax.random.normal(jax.random.key(0), (40, 3))
     s32 = _scores(x32)
     results = {}
@@ -106,10 +118,11 @@ def test_float64_runs_of_every_engine():
                 "gof_dependent": gof_test(x, s, rng_key=jax.random.key(1), n_bootstrap=50, bootstrap="dependent",
                                           chains=2).statistic,
             }
-            for method in (steinax.mk_svgd(), steinax.cc_svgd()):
+            for method in (steinax.mk_svgd(), steinax.cc_svgd(), steinax.matrix_svgd(), steinax.svn(),
+                           steinax.matrix_svgd(mode="mixture")):
                 res = steinax.run(method, lambda z: -0.5 * jnp.sum(z * z), x, steps=3, optimizer=steinax.adagrad_momentum(0.05),
                                   rng_key=jax.random.key(2), progress=False)
-                out[f"run_{type(method).__name__}"] = res.particles
+                out[f"run_{type(method).__name__}_{getattr(method, 'mode', '')}"] = res.particles
             for k, v in out.items():
                 assert v.dtype == dtype, (name, k, v.dtype)
             results[name] = {k: np.asarray(v, np.float64) for k, v in out.items()}
