@@ -5,6 +5,7 @@ from steinax.kernels.base import IMQ, RBF, AbstractKernel
 from steinax.kernels.matrix import (
     AbstractMatrixKernel,
     AbstractPreconditioner,
+    CallableMatrixKernel,
     DiagonalMatrixKernel,
     KFACFactors,
     KroneckerPreconditioner,
@@ -22,6 +23,7 @@ __all__ = [
     "IMQ",
     "AbstractMatrixKernel",
     "ScalarMatrixKernel",
+    "CallableMatrixKernel",
     "DiagonalMatrixKernel",
     "PreconditionedKernel",
     "MixtureKernel",

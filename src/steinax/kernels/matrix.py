@@ -40,6 +40,7 @@ indefinite) into one with a documented eigenvalue floor.
 from __future__ import annotations
 
 import abc
+from typing import Callable
 
 import equinox as eqx
 import jax
@@ -56,6 +57,7 @@ __all__ = [
     "KFACFactors",
     "KroneckerPreconditioner",
     "AbstractMatrixKernel",
+    "CallableMatrixKernel",
     "ScalarMatrixKernel",
     "DiagonalMatrixKernel",
     "PreconditionedKernel",
@@ -312,6 +314,21 @@ class AbstractMatrixKernel(eqx.Module):
         """This kernel with every data-dependent parameter fixed from ``particles``."""
         del particles
         return self
+
+
+class CallableMatrixKernel(AbstractMatrixKernel):
+    """Any differentiable ``fn(x, y) -> [d, d]`` as a matrix-valued kernel (the general path).
+
+    For kernels that are neither radial nor one of the structured forms
+    (e.g. ``(x . y + 1) k(x, y) I``, or a kernel built from a GP library);
+    the direction is computed pair by pair (O(n^2 d^3)). ``fn`` must be
+    positive definite for the SVGD theory to hold; that is the caller's promise.
+    """
+
+    fn: Callable = eqx.field(static=True)
+
+    def __call__(self, x, y):
+        return self.fn(x, y)
 
 
 class ScalarMatrixKernel(AbstractMatrixKernel):
