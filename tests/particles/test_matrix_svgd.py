@@ -91,6 +91,20 @@ def test_mixture_kernel_equals_naive_eq_9_10(key, metric, weight_variance):
         np.testing.assert_allclose(matrix_svgd_direction(x, s, kern), ref, **tolerance(jnp.float64, 10.0))
 
 
+def test_mixture_with_fewer_anchors(key):
+    """num_anchors = m uses m evenly strided particles (and their curvature mixed with the average) as anchors."""
+    x, s = _data(key, n=9, d=2, dtype=jnp.float32)
+    curv = jnp.einsum("ni,nj->nij", x, x) + jnp.broadcast_to(jnp.eye(2), (9, 2, 2))
+    method = steinax.matrix_svgd(mode="mixture", num_anchors=3)
+    phi = method.direction(None, x, s, None, curv)[0]
+    idx = np.array([0, 4, 8])
+    q, _ = positive_definite(0.5 * curv[idx] + 0.5 * jnp.mean(curv, axis=0, keepdims=True))
+    ref = matrix_svgd_direction(x, s, MixtureKernel(x[idx], q, RBF("liu")))
+    np.testing.assert_allclose(phi, ref, **tolerance(jnp.float32))
+    with pytest.raises(ValueError, match="`num_anchors`"):
+        steinax.matrix_svgd(mode="mixture", num_anchors=0)
+
+
 def test_mixture_weights_sum_to_one(key):
     x, _ = _data(key, n=20, d=3, dtype=jnp.float32)
     qs = jnp.stack([_spd(jax.random.fold_in(key, i), 3, jnp.float32, cond=50.0) for i in range(20)])
