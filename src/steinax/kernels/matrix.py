@@ -279,12 +279,13 @@ class KFACFactors(eqx.Module):
         factors computed without ``N``).
         """
 
-        def inv(f):
+        def inv(f):  # by eigh: on CPU several times faster than an LU inverse at these sizes
             m = f.shape[-1]
             eps = damping * jnp.trace(f, axis1=-2, axis2=-1) / m
-            eye = jnp.broadcast_to(jnp.eye(m, dtype=f.dtype), f.shape)
-            reg = 0.5 * (f + jnp.swapaxes(f, -1, -2)) + eps[..., None, None] * eye
-            return jnp.linalg.inv(reg)
+            vals, vecs = jnp.linalg.eigh(0.5 * (f + jnp.swapaxes(f, -1, -2)))
+            vals = jnp.maximum(vals, 0.0) + eps[..., None]  # a factor is PSD; clip its rounding negatives
+            vals = jnp.where(vals > 0, vals, 1.0)  # an all-zero factor (no signal) becomes I
+            return jnp.einsum("...ik,...k,...jk->...ij", vecs, 1.0 / vals, vecs)
 
         pre = KroneckerPreconditioner(tuple(inv(a) for a in self.a), tuple(inv(g) for g in self.g), self.layout)
         return pre, jnp.zeros((), self.a[0].dtype)
