@@ -82,6 +82,9 @@ def run_method(name, method, lr, model, target, data, x0, checkpoints, seed):
             state, parts = res.state, res.particles
         done = stop
         out.append((stop, model.evaluate(parts, *data["test"]), model.evaluate(parts, *data["dev"])))
+    # every segment length compiles its own loop; without this, a long run exhausts the JIT's code memory
+    # (observed: "LLVM compilation error: Cannot allocate memory" after ~5 splits)
+    jax.clear_caches()
     return out
 
 
