@@ -248,12 +248,20 @@ class KroneckerPreconditioner(AbstractPreconditioner):
     layout: tuple = eqx.field(static=True)
 
     def solve_rows(self, v):
-        out = v
-        for a_inv, g_inv, layer in zip(self.a_inv, self.g_inv, self.layout):
-            idx = _layer_index(layer)
-            block = jnp.einsum("ij,...jk,kl->...il", a_inv, v[..., idx], g_inv)
-            out = out.at[..., idx].set(block)
-        return out
+        # gathers only (no scatter: a scatter per layer inside the mixture's scan over anchors, itself
+        # inside the run loop's scan, made XLA:CPU stall): the blocks and the untouched coordinates are
+        # concatenated and put back in place by one static permutation
+        dim = v.shape[-1]
+        idx = [_layer_index(layer) for layer in self.layout]
+        covered = np.concatenate([i.reshape(-1) for i in idx])
+        rest = np.setdiff1d(np.arange(dim), covered)
+        pieces = [
+            jnp.einsum("ij,...jk,kl->...il", a_inv, v[..., i], g_inv).reshape(v.shape[:-1] + (-1,))
+            for a_inv, g_inv, i in zip(self.a_inv, self.g_inv, idx)
+        ]
+        pieces.append(v[..., rest])
+        inverse = np.argsort(np.concatenate([covered, rest]))
+        return jnp.concatenate(pieces, axis=-1)[..., inverse]
 
 
 class KFACFactors(eqx.Module):
@@ -279,13 +287,15 @@ class KFACFactors(eqx.Module):
         factors computed without ``N``).
         """
 
-        def inv(f):  # by eigh: on CPU several times faster than an LU inverse at these sizes
+        def inv(f):
+            # by Cholesky: an LU inverse is slow on XLA:CPU, and a batched eigh of these factors inside the
+            # mixture's scan inside the run loop's scan never returned (jax 0.10.2, XLA:CPU); Cholesky does
             m = f.shape[-1]
-            eps = damping * jnp.trace(f, axis1=-2, axis2=-1) / m
-            vals, vecs = jnp.linalg.eigh(0.5 * (f + jnp.swapaxes(f, -1, -2)))
-            vals = jnp.maximum(vals, 0.0) + eps[..., None]  # a factor is PSD; clip its rounding negatives
-            vals = jnp.where(vals > 0, vals, 1.0)  # an all-zero factor (no signal) becomes I
-            return jnp.einsum("...ik,...k,...jk->...ij", vecs, 1.0 / vals, vecs)
+            trace = jnp.trace(f, axis1=-2, axis2=-1)
+            eps = jnp.where(trace > 0, damping * trace / m, 1.0)  # an all-zero factor (no signal) becomes I
+            eye = jnp.broadcast_to(jnp.eye(m, dtype=f.dtype), f.shape)
+            reg = 0.5 * (f + jnp.swapaxes(f, -1, -2)) + eps[..., None, None] * eye
+            return jax.scipy.linalg.cho_solve((jnp.linalg.cholesky(reg), True), eye)
 
         pre = KroneckerPreconditioner(tuple(inv(a) for a in self.a), tuple(inv(g) for g in self.g), self.layout)
         return pre, jnp.zeros((), self.a[0].dtype)
