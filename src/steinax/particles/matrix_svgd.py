@@ -24,7 +24,7 @@ The direction of a matrix-valued kernel (Theorem 1, eq. 9-10) is
   column-wise. Anchors are visited one at a time (``lax.scan``): memory
   O(n^2 + n d + d^2), time O(m (n^2 d + n d^2 + d^3)). With a Euclidean base
   kernel (``metric=False``) the kernel matrix is shared and all anchors are
-  computed at once by einsums (memory O(m n d)).
+  computed at once (``vmap`` over anchors, memory O(m n (n + d))).
 
 Any other :class:`~steinax.kernels.matrix.AbstractMatrixKernel` uses the
 reference path: eq. 9-10 evaluated pair by pair (O(n^2 d^3), for checks and small problems).
@@ -54,12 +54,13 @@ from steinax.kernels.matrix import (
     PreconditionedKernel,
     Preconditioner,
     ScalarMatrixKernel,
+    _check_base_kernel,
     positive_definite,
 )
 from steinax.kernels.pairwise import squared_distances
 from steinax.particles.base import AbstractParticleMethod
 from steinax.particles.cc_svgd import _cc_svgd
-from steinax.particles.svgd import _svgd, kernel_info, stein_direction_rows
+from steinax.particles.svgd import _direction_rows, _svgd, kernel_info, stein_direction_rows
 from steinax.targets.base import CURVATURES
 
 __all__ = ["matrix_svgd_direction", "MatrixSVGD", "matrix_svgd", "SVN", "svn", "PRECONDITIONERS", "MODES"]
@@ -82,19 +83,14 @@ def _preconditioned(particles, scores, kernel: PreconditionedKernel, block_size)
 
 
 def _weighted_rows(inputs, scores, kernel: AbstractKernel, weights):
-    """``sum_j w_j [k_ij s_j + nabla_{x_j} k_ij]`` for all rows ``i`` (SVGD's engine, columns weighted)."""
+    """``sum_j w_j [k_ij s_j + nabla_{x_j} k_ij]`` for all rows ``i``: SVGD's engine with weighted columns."""
     sqdist = squared_distances(inputs, inputs)
     kernel = kernel.resolve(inputs, sqdist)
-    kap, d1, _ = kernel.profile(kernel.scaled_sqdist(inputs, inputs, sqdist))
-    h = kernel.scale
-    two_over_h = 2.0 if h is None else 2.0 / h
-    rows = stein_direction_rows(kap * weights[None, :], d1 * weights[None, :], inputs, inputs, scores, two_over_h,
-                                kernel.derivative_ratio)
-    return rows, kernel
+    return _direction_rows(inputs, inputs, scores, kernel, sqdist, col_weights=weights), kernel
 
 
 def _mixture(particles, scores, kernel: MixtureKernel):
-    n, d = particles.shape
+    n = particles.shape[0]
     logn, _ = kernel.log_anchor_density(particles)
     w = jax.nn.softmax(logn, axis=0)  # [m, n]
     _, grads = kernel.log_anchor_density(particles)
@@ -118,18 +114,15 @@ def _mixture(particles, scores, kernel: MixtureKernel):
 def _mixture_euclidean(particles, scores, kernel: MixtureKernel, w, grad_log_w):
     """The mixture with one Euclidean base kernel (``metric=False``), all anchors at once.
 
-    ``n phi_l(x_i) = Q_l^{-1} sum_j w_l(x_j) [k_ij (s_j + nabla log w_l(x_j)) + (2/h) kappa'_ij (x_j - x_i)]``
-    as einsums over ``[m, n, d]`` (no loop over anchors), then one solve per anchor (``vmap``).
+    ``n phi_l(x_i) = Q_l^{-1} sum_j w_l(x_j) [k_ij (s_j + nabla log w_l(x_j)) + nabla_{x_j} k_ij]``:
+    the kernel is resolved once, SVGD's engine is ``vmap``-ed over the anchors (memory O(m n (n + d))),
+    then one solve per anchor.
     """
     n = particles.shape[0]
     sqdist = squared_distances(particles, particles)
     base = kernel.kernel.resolve(particles, sqdist)
-    kap, d1, _ = base.profile(base.scaled_sqdist(particles, particles, sqdist))
-    h = base.scale
-    c = 2.0 if h is None else 2.0 / h
-    xc = particles - jnp.mean(particles, axis=0, keepdims=True)
-    rows = jnp.einsum("ij,lj,ljd->lid", kap, w, scores[None] + grad_log_w)
-    rows = rows + c * (jnp.einsum("ij,lj,jd->lid", d1, w, xc) - jnp.einsum("ij,lj->li", d1, w)[:, :, None] * xc[None])
+    rows = jax.vmap(lambda w_l, g_l: _direction_rows(particles, particles, scores + g_l, base, sqdist, col_weights=w_l))(
+        w, grad_log_w)
     phi = jax.vmap(lambda q, r: q.solve_rows(r))(kernel.preconditioners, rows)
     return jnp.einsum("ln,lnd->nd", w, phi) / n, jnp.mean(_bandwidth(base))
 
@@ -192,17 +185,16 @@ def matrix_svgd_direction(
             "`kernel` must be a matrix-valued kernel (steinax.kernels.matrix.PreconditionedKernel, MixtureKernel, "
             f"ScalarMatrixKernel, ...); received {type(kernel).__name__}"
         )
-    _check_kernel_dim(kernel, particles.shape[1])
+    q = getattr(kernel, "preconditioner", None) or getattr(kernel, "preconditioners", None)
+    _check_dim(q, particles.shape[1], "kernel.preconditioner")
     return _matrix_svgd(particles, scores, kernel, block_size)[0]
 
 
-def _check_kernel_dim(kernel, d):
-    q = getattr(kernel, "preconditioner", None) or getattr(kernel, "preconditioners", None)
-    if isinstance(q, Preconditioner) and q.vals.shape[-1] != d:
-        raise ValueError(
-            f"the kernel's preconditioner is {q.vals.shape[-1]}x{q.vals.shape[-1]} but the particles have d = {d}; "
-            f"expected a [{d}, {d}] matrix"
-        )
+def _check_dim(preconditioner, d: int, name: str = "preconditioner") -> None:
+    """A dense preconditioner must be ``[d, d]`` (one check for kernels and methods)."""
+    if isinstance(preconditioner, Preconditioner) and preconditioner.vals.shape[-1] != d:
+        k = preconditioner.vals.shape[-1]
+        raise ValueError(f"`{name}` has shape ({k}, {k}) but the particles have d = {d}; expected ({d}, {d})")
 
 
 # --------------------------------------------------------------------------- methods
@@ -261,15 +253,6 @@ def _as_preconditioner(preconditioner):
     return Preconditioner.from_matrix(preconditioner)
 
 
-def _check_fixed_dim(preconditioner, particles):
-    if isinstance(preconditioner, Preconditioner) and preconditioner.vals.shape[-1] != particles.shape[1]:
-        k = preconditioner.vals.shape[-1]
-        raise ValueError(
-            f"`preconditioner` has shape ({k}, {k}) but the particles have d = {particles.shape[1]}; "
-            f"expected ({particles.shape[1]}, {particles.shape[1]})"
-        )
-
-
 class MatrixSVGD(AbstractParticleMethod):
     """Matrix-valued-kernel SVGD as a particle method (see :func:`matrix_svgd`)."""
 
@@ -305,7 +288,7 @@ class MatrixSVGD(AbstractParticleMethod):
         return self.preconditioner if isinstance(self.preconditioner, str) else None
 
     def init_aux(self, particles, target=None):
-        _check_fixed_dim(self.preconditioner, particles)
+        _check_dim(self.preconditioner, particles.shape[1])
         if self.decay == 0.0 or not isinstance(self.preconditioner, str):
             return None
         if target is None:
@@ -470,9 +453,10 @@ def svn_direction(particles, scores, curvatures: Preconditioner, kernel: Abstrac
     kernel = kernel.resolve(y, sqdist)
     kap, d1, _ = kernel.profile(kernel.scaled_sqdist(y, y, sqdist))
     c = 2.0 / kernel.scale
+    # n g = K S + (sum_j (2/h) kappa'_ij (x_j - x_i)) A = (K S A^{-1} + repulsion) A: SVGD's engine, then A
+    g = a.matmul_rows(stein_direction_rows(kap, d1, particles, particles, a.solve_rows(scores), c,
+                                           kernel.derivative_ratio)) / n
     xc = particles - jnp.mean(particles, axis=0, keepdims=True)
-    rep = c * (d1 @ xc - jnp.sum(d1, axis=1, keepdims=True) * xc)  # sum_j (2/h) kappa'_ij (x_j - x_i)
-    g = (kap @ scores + rep @ a_mat) / n
     # sum_j W_ij (x_j - x_i)(x_j - x_i)^T with W = kappa'^2, in matrix-product form
     wmat = d1 * d1
     wsum = jnp.sum(wmat, axis=1)
@@ -538,11 +522,5 @@ def svn(
         outer: ``"mean"`` (the paper's expectation, default) or ``"sum"`` (the
             authors' code) for the kernel-gradient outer products of ``H~``.
     """
-    return SVN(preconditioner=preconditioner, kernel=_check_svn_kernel(kernel), outer=outer, floor=floor,
+    return SVN(preconditioner=preconditioner, kernel=_check_base_kernel(kernel, "kernel"), outer=outer, floor=floor,
                damping=damping)
-
-
-def _check_svn_kernel(kernel):
-    from steinax.kernels.matrix import _check_base_kernel
-
-    return _check_base_kernel(kernel, "kernel")

@@ -52,9 +52,15 @@ def stein_direction_rows(kmat, rmat, x_rows, particles, scores, col_scale=1.0, r
     return kmat @ scores + col_scale * (rmat @ xc - jnp.sum(rmat, axis=1, keepdims=True) * xr)
 
 
-def _direction_rows(x_rows, particles, scores, kernel, sqdist_rows=None, row_index=None):
-    """``n * phi(x_i)`` for one scalar kernel."""
+def _direction_rows(x_rows, particles, scores, kernel, sqdist_rows=None, row_index=None, col_weights=None):
+    """``n * phi(x_i)`` for one (resolved) scalar kernel.
+
+    ``col_weights`` ``[n]``: each particle ``j``'s terms scaled by ``w_j`` (the mixture kernel's
+    ``w_l(x_j) k(x_i, x_j)``, matrix-SVGD eq. 18).
+    """
     kap, d1, _ = kernel.profile(kernel.scaled_sqdist(x_rows, particles, sqdist_rows, row_index))
+    if col_weights is not None:
+        kap, d1 = kap * col_weights[None, :], d1 * col_weights[None, :]
     h = kernel.scale
     two_over_h = 2.0 if h is None else 2.0 / h
     if jnp.ndim(two_over_h) == 1:
