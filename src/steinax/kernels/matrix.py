@@ -47,6 +47,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from steinax import _linalg
+from steinax._linalg import serial_batch
 from steinax._validation import is_concrete
 from steinax.kernels.base import RBF, AbstractKernel, as_kernel
 
@@ -213,7 +215,7 @@ def positive_definite(curvature: jax.Array, floor: float = 1e-2, damping: float 
         the particle methods report it in the trace.
     """
     h = 0.5 * (curvature + jnp.swapaxes(curvature, -1, -2))
-    vals, vecs = jnp.linalg.eigh(h)
+    vals, vecs = _linalg.eigh(h)
     scale = jnp.max(jnp.abs(vals), axis=-1, keepdims=True)
     ok = (scale > 0) & jnp.all(jnp.isfinite(vals), axis=-1, keepdims=True)
     tau = floor * scale
@@ -248,9 +250,8 @@ class KroneckerPreconditioner(AbstractPreconditioner):
     layout: tuple = eqx.field(static=True)
 
     def solve_rows(self, v):
-        # gathers only (no scatter: a scatter per layer inside the mixture's scan over anchors, itself
-        # inside the run loop's scan, made XLA:CPU stall): the blocks and the untouched coordinates are
-        # concatenated and put back in place by one static permutation
+        # gathers only: the blocks and the untouched coordinates are concatenated and put back in
+        # place by one static permutation
         dim = v.shape[-1]
         idx = [_layer_index(layer) for layer in self.layout]
         covered = np.concatenate([i.reshape(-1) for i in idx])
@@ -288,14 +289,13 @@ class KFACFactors(eqx.Module):
         """
 
         def inv(f):
-            # by Cholesky: an LU inverse is slow on XLA:CPU, and a batched eigh of these factors inside the
-            # mixture's scan inside the run loop's scan never returned (jax 0.10.2, XLA:CPU); Cholesky does
+            # by Cholesky (an LU inverse is slow on XLA:CPU), one matrix at a time (steinax._linalg)
             m = f.shape[-1]
             trace = jnp.trace(f, axis1=-2, axis2=-1)
             eps = jnp.where(trace > 0, damping * trace / m, 1.0)  # an all-zero factor (no signal) becomes I
             eye = jnp.broadcast_to(jnp.eye(m, dtype=f.dtype), f.shape)
             reg = 0.5 * (f + jnp.swapaxes(f, -1, -2)) + eps[..., None, None] * eye
-            return jax.scipy.linalg.cho_solve((jnp.linalg.cholesky(reg), True), eye)
+            return serial_batch(lambda r, e: jax.scipy.linalg.cho_solve((jnp.linalg.cholesky(r), True), e), reg, eye)
 
         pre = KroneckerPreconditioner(tuple(inv(a) for a in self.a), tuple(inv(g) for g in self.g), self.layout)
         return pre, jnp.zeros((), self.a[0].dtype)

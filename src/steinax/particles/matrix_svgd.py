@@ -43,6 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from steinax._linalg import serial_batch
 from steinax._validation import check_block_size, check_particles, check_scores
 from steinax.kernels.base import RBF, AbstractKernel, as_kernel
 from steinax.kernels.matrix import (
@@ -467,8 +468,8 @@ def svn_direction(particles, scores, curvatures: Preconditioner, kernel: Abstrac
     outer_scale = 1.0 / n if outer == "mean" else 1.0
     grad_term = outer_scale * c * c * jnp.einsum("ab,ibc,cd->iad", a_mat, cov, a_mat)
     h_tilde = ((kap * kap) @ hmats.reshape(n, d * d)).reshape(n, d, d) / n + grad_term
-    chol = jnp.linalg.cholesky(0.5 * (h_tilde + jnp.swapaxes(h_tilde, 1, 2)))
-    phi = jax.vmap(lambda L, v: jax.scipy.linalg.cho_solve((L, True), v))(chol, g)
+    phi = serial_batch(lambda h, v: jax.scipy.linalg.cho_solve((jnp.linalg.cholesky(h), True), v),
+                       0.5 * (h_tilde + jnp.swapaxes(h_tilde, 1, 2)), g)
     return phi, jnp.mean(kernel.scale)
 
 
