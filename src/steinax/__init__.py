@@ -5,6 +5,7 @@ discrepancies, as pure functions on arrays with thin method and run-loop layers.
 """
 
 from steinax import datasets, diagnostics, kernels, metrics, models, stein, targets
+from steinax import unfold
 from steinax.kernels import IMQ, RBF
 from steinax.particles import (
     NonFiniteError,
@@ -36,6 +37,7 @@ __all__ = [
     "stein",
     "targets",
     "metrics",
+    "unfold",
     "RBF",
     "IMQ",
     "ksd",

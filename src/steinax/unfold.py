@@ -1,0 +1,576 @@
+"""Deep-unfolded SVGD (Kawamura & Takabe 2024): step-size schedules learned by backpropagation.
+
+SVGD's update ``x^{(t+1)} = x^{(t)} + eps^{(t)} phi(x^{(t)})`` (paper eq. 1/8) is
+unrolled for ``T`` iterations and the step sizes are trained by gradient
+descent on a loss of the final particles, over minibatches of training
+problems (initial particle sets, data). The learned schedule is reused
+periodically, ``eps^{(t)} = eps^{(t mod T)}`` for ``t >= T``.
+
+* **DUSVGD** (:func:`train_dusvgd`): ``T`` free step sizes shared by all
+  particles, trained incrementally (the paper's Algorithm 2: for
+  ``t' = 1 ... T``, ``E`` epochs, each one minibatch and one optimizer update
+  of ``eps^{(0..t'-1)}`` on the loss at ``x^{(t')}``).
+* **C-DUSVGD** (:func:`train_chebyshev`): the Chebyshev schedule of eq. 11 with
+  ``lambda_1 = alpha^2``, ``lambda_n = alpha^2 + beta^2`` (eq. 9-10); ``alpha``
+  and ``beta`` are trained on the loss at ``x^{(T)}`` (no incremental training).
+
+Both return a :class:`Schedule`: an optax schedule (``optax.sgd(schedule)`` in
+:func:`steinax.run` gives the paper's plain update), saved to and loaded from a
+JSON file (:meth:`Schedule.save`, :func:`load_schedule`).
+
+The unrolled loop (:func:`unroll`) is the method's own
+:meth:`~steinax.particles.AbstractParticleMethod.step` with ``optax.sgd`` driven
+by the trainable steps, inside ``lax.scan``: any steinax particle method whose
+direction is differentiable can be unfolded. With ``checkpoint=True`` (the
+default) the scan body is rematerialised in the backward pass, so memory is
+O(T n d) for the particles at step boundaries plus one step's O(n^2) working
+set, instead of O(T n^2).
+
+Decisions (docs/design.md): the trainable steps are used as the step sizes
+directly (``eps^{(t)} = gamma_t``, no positivity transform, as the paper's
+"trainable step sizes"); the kernel bandwidth of a median-rule kernel is a
+constant in the backward pass (steinax's convention: its gradient is stopped);
+one Adam state runs through all stages of the incremental training (parameters
+not yet unrolled get zero gradient and so no update).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from typing import Any, Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from steinax._io import atomic_write_text
+from steinax._validation import is_concrete
+
+__all__ = [
+    "FORMAT",
+    "Schedule",
+    "TrainingLog",
+    "Problem",
+    "chebyshev_steps",
+    "unroll",
+    "train_dusvgd",
+    "train_chebyshev",
+    "mmd_loss",
+    "cross_entropy_loss",
+    "mse_loss",
+    "load_schedule",
+]
+
+FORMAT = "steinax.unfold.Schedule"
+_VERSION = 1
+_KINDS = ("dusvgd", "chebyshev", "fixed")
+
+
+def _check_horizon(T, name: str = "T") -> int:
+    if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
+        raise ValueError(f"`{name}` must be an integer >= 1 (the number of unrolled iterations); received {T!r}")
+    return int(T)
+
+
+def chebyshev_steps(alpha, beta, T: int) -> jax.Array:
+    """The Chebyshev step sizes of C-DUSVGD (paper eq. 9-11), in the paper's reverse order.
+
+    .. math::
+
+        \\lambda_1 = \\alpha^2,\\quad \\lambda_n = \\alpha^2 + \\beta^2,\\quad
+        \\epsilon^{(t)} = \\left[\\frac{\\lambda_n + \\lambda_1}{2}
+            + \\frac{\\lambda_n - \\lambda_1}{2}\\cos\\frac{(2(T - t) - 1)\\pi}{2T}\\right]^{-1},
+        \\qquad t = 0, \\dots, T - 1.
+
+    ``t = 0`` gives the largest step (close to ``1 / lambda_1``), ``t = T - 1``
+    the smallest (close to ``1 / lambda_n``); eq. 7 (the forward order) is
+    ``chebyshev_steps(alpha, beta, T)[::-1]``. Pure and differentiable in
+    ``alpha`` and ``beta``.
+    """
+    T = _check_horizon(T)
+    alpha = jnp.asarray(alpha)
+    beta = jnp.asarray(beta)
+    dtype = jnp.result_type(alpha, beta, float)
+    lam1 = alpha.astype(dtype) ** 2
+    lamn = lam1 + beta.astype(dtype) ** 2
+    t = jnp.arange(T, dtype=dtype)
+    cos = jnp.cos((2.0 * (T - t) - 1.0) * jnp.pi / (2.0 * T))
+    return 1.0 / (0.5 * (lamn + lam1) + 0.5 * (lamn - lam1) * cos)
+
+
+# --------------------------------------------------------------------------- schedule
+
+
+class TrainingLog(eqx.Module):
+    """What training did: the loss of each epoch (``[stages * epochs]``), its stage, and the wall time."""
+
+    losses: np.ndarray
+    stages: np.ndarray
+    seconds: float = eqx.field(static=True)
+    settings: tuple = eqx.field(static=True, default=())
+
+    def to_json(self) -> dict:
+        return {
+            "losses": [float(v) for v in np.asarray(self.losses)],
+            "stages": [int(v) for v in np.asarray(self.stages)],
+            "seconds": float(self.seconds),
+            "settings": dict(self.settings),
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> "TrainingLog":
+        return cls(
+            losses=np.asarray(d["losses"], np.float64),
+            stages=np.asarray(d["stages"], np.int64),
+            seconds=float(d["seconds"]),
+            settings=tuple(d.get("settings", {}).items()),
+        )
+
+
+class Schedule(eqx.Module):
+    """A step-size schedule of ``T`` steps, reused periodically: ``eps^{(t)} = steps[t mod T]``.
+
+    Calling it on a step count gives that step's size, so it is an optax
+    schedule: ``steinax.run(method, target, x0, steps=..., optimizer=optax.sgd(schedule))``
+    runs the paper's update ``x + eps^{(t)} phi(x)``.
+
+    Attributes:
+        steps: ``[T]`` step sizes.
+        kind: ``"dusvgd"`` (free steps), ``"chebyshev"`` (eq. 11 of ``alpha``, ``beta``) or ``"fixed"``.
+        alpha, beta: the Chebyshev parameters (``None`` otherwise).
+        log: the :class:`TrainingLog` of a trained schedule (``None`` otherwise).
+    """
+
+    steps: jax.Array
+    kind: str = eqx.field(static=True, default="dusvgd")
+    alpha: jax.Array | None = None
+    beta: jax.Array | None = None
+    log: TrainingLog | None = None
+
+    def __check_init__(self):
+        if self.kind not in _KINDS:
+            raise ValueError(f"`kind` must be one of {_KINDS}; received {self.kind!r}")
+        if jnp.ndim(self.steps) != 1 or jnp.shape(self.steps)[0] < 1:
+            raise ValueError(
+                f"`steps` must be a 1-D array of T >= 1 step sizes; received shape {jnp.shape(self.steps)}"
+            )
+        if is_concrete(self.steps):
+            bad = np.flatnonzero(~np.isfinite(np.asarray(self.steps)))
+            if bad.size:
+                raise ValueError(
+                    f"`steps` must be finite; step(s) {bad.tolist()} are {np.asarray(self.steps)[bad].tolist()}"
+                )
+
+    @property
+    def T(self) -> int:
+        return int(jnp.shape(self.steps)[0])
+
+    def __call__(self, count):
+        """The step size at iteration ``count`` (periodic: ``steps[count mod T]``)."""
+        return jnp.asarray(self.steps)[jnp.asarray(count) % self.T]
+
+    @classmethod
+    def chebyshev(cls, alpha, beta, T: int, log: TrainingLog | None = None) -> "Schedule":
+        """The C-DUSVGD schedule of eq. 11 for given ``alpha``, ``beta``."""
+        return cls(chebyshev_steps(alpha, beta, T), "chebyshev", jnp.asarray(alpha), jnp.asarray(beta), log)
+
+    @classmethod
+    def constant(cls, step: float, T: int = 1) -> "Schedule":
+        """A fixed step size (a baseline)."""
+        return cls(jnp.full((_check_horizon(T),), step, jnp.result_type(float)), "fixed")
+
+    # ------------------------------------------------------------------ files
+
+    def to_json(self) -> dict:
+        steps = np.asarray(self.steps)
+        return {
+            "format": FORMAT,
+            "version": _VERSION,
+            "kind": self.kind,
+            "T": self.T,
+            "dtype": steps.dtype.name,
+            "steps": [float(v) for v in steps],  # float64 repr: exact for float32 and float64 values
+            "alpha": None if self.alpha is None else float(self.alpha),
+            "beta": None if self.beta is None else float(self.beta),
+            "log": None if self.log is None else self.log.to_json(),
+        }
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the schedule to ``path`` as JSON (format :data:`FORMAT`, written atomically).
+
+        Fields: ``format``, ``version``, ``kind``, ``T``, ``dtype``, ``steps``
+        (``T`` numbers), ``alpha``, ``beta`` (Chebyshev parameters or ``null``),
+        ``log`` (``losses``, ``stages``, ``seconds``, ``settings`` of training, or ``null``).
+        """
+        atomic_write_text(path, json.dumps(self.to_json(), indent=1) + "\n")
+
+
+def load_schedule(path: str | os.PathLike) -> Schedule:
+    """Read a schedule written by :meth:`Schedule.save`; a file of another format is an error."""
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(
+            f"`path` {path!r} is not a steinax schedule file: expected JSON with format {FORMAT!r} "
+            f"(written by Schedule.save); could not parse it as JSON ({e})"
+        ) from None
+    fmt = data.get("format") if isinstance(data, dict) else None
+    if fmt != FORMAT:
+        raise ValueError(f"`path` {path!r} is not a steinax schedule file: expected format {FORMAT!r}, found {fmt!r}")
+    if data.get("version") != _VERSION:
+        raise ValueError(f"`path` {path!r}: schedule file version {data.get('version')!r}; this steinax reads {_VERSION}")
+    steps = np.asarray(data["steps"], dtype=np.float64).astype(data["dtype"])
+    if steps.shape != (data["T"],):
+        raise ValueError(f"`path` {path!r}: {steps.shape[0]} steps stored but T = {data['T']}")
+    dtype = steps.dtype
+    alpha = None if data["alpha"] is None else jnp.asarray(np.asarray(data["alpha"]).astype(dtype))
+    beta = None if data["beta"] is None else jnp.asarray(np.asarray(data["beta"]).astype(dtype))
+    log = None if data["log"] is None else TrainingLog.from_json(data["log"])
+    return Schedule(jnp.asarray(steps), data["kind"], alpha, beta, log)
+
+
+# --------------------------------------------------------------------------- problems and losses
+
+
+class Problem(eqx.Module):
+    """One training problem: initial particles ``[n, d]``, optionally its own target and data for the loss.
+
+    ``target=None`` uses the trainer's ``target``. ``data`` is whatever the loss
+    reads: reference samples for :func:`mmd_loss`, ``(X, y)`` for
+    :func:`cross_entropy_loss` and :func:`mse_loss`.
+    """
+
+    particles: jax.Array
+    target: Any = None
+    data: Any = None
+
+
+def mmd_loss(bandwidth: float = 2.0) -> Callable:
+    """Loss ``MMD^2`` (V-statistic, :func:`steinax.metrics.mmd2`) between the particles and ``problem.data``.
+
+    The kernel is ``exp(-||x - x'||^2 / bandwidth)``; the paper's
+    ``k'(x, x') = exp(-||x - x'||^2 / 2)`` (eq. 14-15) is the default ``bandwidth=2``.
+    """
+    from steinax.metrics import mmd2
+
+    def loss(particles, problem):
+        return mmd2(particles, problem.data, bandwidth)
+
+    return loss
+
+
+def cross_entropy_loss(logits: Callable) -> Callable:
+    """Loss: cross-entropy of the particle-averaged predictive probability on ``problem.data = (X, y)`` (eq. 21).
+
+    ``logits(theta, X) -> [N]`` for one particle (e.g. ``LogisticRegression(...).logits``);
+    ``y`` in {0, 1}. ``p(y | x) = mean_i sigma(+-z_i(x))`` is averaged in log space
+    (logsumexp), so a confident wrong particle does not give ``log 0``.
+    """
+
+    def loss(particles, problem):
+        X, y = problem.data
+        sign = 2.0 * jnp.asarray(y, particles.dtype) - 1.0
+        log_terms = jax.vmap(lambda t: jax.nn.log_sigmoid(sign * logits(t, X)))(particles)
+        log_p = jax.scipy.special.logsumexp(log_terms, axis=0) - jnp.log(particles.shape[0])
+        return -jnp.mean(log_p)
+
+    return loss
+
+
+def mse_loss(predict: Callable) -> Callable:
+    """Loss: mean squared error of the particle-averaged prediction on ``problem.data = (X, y)``.
+
+    ``predict(theta, X) -> [N]`` for one particle (e.g. ``BNNRegression(...).predict``).
+    """
+
+    def loss(particles, problem):
+        X, y = problem.data
+        pred = jnp.mean(jax.vmap(lambda t: predict(t, X))(particles), axis=0)
+        return jnp.mean((pred - y) ** 2)
+
+    return loss
+
+
+# --------------------------------------------------------------------------- the unrolled loop
+
+
+def _default_method():
+    from steinax.particles import svgd
+
+    return svgd()
+
+
+def unroll(
+    steps: jax.Array,
+    method,
+    target,
+    particles: jax.Array,
+    rng_key: jax.Array,
+    *,
+    num_steps: int | None = None,
+    record: Callable | None = None,
+    checkpoint: bool = True,
+):
+    """Run ``num_steps`` (default ``T``) iterations ``x + steps[t mod T] phi(x)``, differentiably.
+
+    The method's own ``step`` with ``optax.sgd`` driven by ``steps``, in
+    ``lax.scan`` (``jax.checkpoint`` on the body when ``checkpoint``). Pure:
+    ``jax.grad`` with respect to ``steps`` backpropagates through the iterations.
+
+    Returns:
+        The final particles, or ``(final particles, [num_steps, ...] record(particles) after each step)``
+        when ``record`` is given (e.g. the MMD to reference samples at every iteration).
+    """
+    steps = jnp.asarray(steps)
+    T = steps.shape[0]
+    num_steps = T if num_steps is None else _check_horizon(num_steps, "num_steps")
+    optimizer = optax.sgd(lambda count: steps[count % T])
+    state = method.init(particles, optimizer, target)
+
+    def body(state, key):
+        state, _ = method.step(key, state, target, optimizer)
+        return state, (None if record is None else record(state.particles))
+
+    if checkpoint:
+        body = jax.checkpoint(body)
+    state, recorded = jax.lax.scan(body, state, jax.random.split(rng_key, num_steps))
+    return state.particles if record is None else (state.particles, recorded)
+
+
+# --------------------------------------------------------------------------- training
+
+
+def _problem_sampler(problems):
+    """``sample(key, batch_size) -> batched Problem`` from a callable or a stacked :class:`Problem`."""
+    if callable(problems) and not isinstance(problems, Problem):
+        return lambda key, b: jax.vmap(problems)(jax.random.split(key, b))
+    if isinstance(problems, Problem):
+        count = jnp.shape(problems.particles)[0] if jnp.ndim(problems.particles) == 3 else None
+        if count is None:
+            raise ValueError(
+                "`problems` as a Problem must stack problems along a leading axis (particles [P, n, d]); "
+                f"received particles of shape {jnp.shape(problems.particles)}"
+            )
+
+        def sample(key, b):
+            if b > count:
+                raise ValueError(f"`batch_size` ({b}) exceeds the number of stacked problems ({count})")
+            idx = jax.random.choice(key, count, (b,), replace=False)
+            return jax.tree.map(lambda a: a[idx], problems)
+
+        return sample
+    raise TypeError(
+        "`problems` must be a function key -> Problem or a Problem stacked along a leading axis; "
+        f"received {type(problems).__name__}"
+    )
+
+
+def _batch_loss(steps, problems, loss, method, target, key, num_steps, checkpoint):
+    """Mean loss over a batch of problems after ``num_steps`` unrolled iterations."""
+    b = jnp.shape(problems.particles)[0]
+
+    def one(problem, k):
+        tgt = target if problem.target is None else problem.target
+        x = unroll(steps, method, tgt, problem.particles, k, num_steps=num_steps, checkpoint=checkpoint)
+        return loss(x, problem)
+
+    return jnp.mean(jax.vmap(one)(problems, jax.random.split(key, b)))
+
+
+def _check_loss(loss, problems_batch, target):
+    if not callable(loss):
+        raise TypeError(f"`loss` must be a function (particles, problem) -> scalar; received {type(loss).__name__}")
+    problem = jax.tree.map(lambda a: a[0], problems_batch)
+    tgt = target if problem.target is None else problem.target
+    if tgt is None:
+        raise ValueError("no target: pass `target=` or give each Problem its own `target`")
+    out = jax.eval_shape(lambda p: loss(p.particles, p), problem)
+    if not hasattr(out, "shape") or out.shape != ():
+        shape = getattr(out, "shape", type(out).__name__)
+        raise ValueError(f"`loss` must return a scalar; it returned {shape}")
+
+
+def _check_optimizer(optimizer, default_lr):
+    if optimizer is None:
+        return optax.adam(default_lr)
+    if isinstance(optimizer, (int, float)) and not isinstance(optimizer, bool):
+        return optax.adam(float(optimizer))
+    if not isinstance(optimizer, optax.GradientTransformation):
+        raise TypeError(
+            f"`optimizer` must be an optax GradientTransformation or a learning rate for Adam; received {optimizer!r}"
+        )
+    return optimizer
+
+
+def _check_positive_int(value, name):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"`{name}` must be an integer >= 1; received {value!r}")
+    return int(value)
+
+
+def _bar(progress, total, desc):
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, leave=False)
+
+
+def _train(params, to_steps, T, stages, problems, loss, *, method, target, epochs, batch_size, optimizer,
+           rng_key, checkpoint, progress, name):
+    sample = _problem_sampler(problems)
+    key_check, rng_key = jax.random.split(rng_key)
+    _check_loss(loss, sample(key_check, 1), target)
+    opt_state = optimizer.init(params)
+
+    @eqx.filter_jit
+    def update(params, opt_state, key, num_steps):
+        key_batch, key_run = jax.random.split(key)
+        batch = sample(key_batch, batch_size)
+        value, grad = jax.value_and_grad(
+            lambda p: _batch_loss(to_steps(p), batch, loss, method, target, key_run, num_steps, checkpoint)
+        )(params)
+        updates, opt_state = optimizer.update(grad, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, value
+
+    losses, stage_of = [], []
+    bar = _bar(progress, len(stages) * epochs, name)
+    start = time.perf_counter()
+    try:
+        for stage in stages:
+            for epoch in range(epochs):
+                rng_key, key = jax.random.split(rng_key)
+                params, opt_state, value = update(params, opt_state, key, stage)
+                value = float(value)
+                losses.append(value)
+                stage_of.append(stage)
+                if not (math.isfinite(value) and bool(jnp.all(jnp.isfinite(to_steps(params))))):
+                    raise FloatingPointError(
+                        f"{name}: the loss or the step sizes became non-finite at stage t' = {stage}, epoch {epoch + 1} "
+                        f"(loss {value}, steps {np.asarray(to_steps(params)).tolist()}); lower the learning rate "
+                        "or the initial steps"
+                    )
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(stage=stage, loss=f"{value:.4g}")
+    finally:
+        if bar is not None:
+            bar.close()
+    seconds = time.perf_counter() - start
+    return params, np.asarray(losses), np.asarray(stage_of), seconds
+
+
+def train_dusvgd(
+    problems,
+    loss: Callable,
+    T: int,
+    *,
+    method=None,
+    target=None,
+    epochs: int = 10,
+    batch_size: int = 1,
+    optimizer: optax.GradientTransformation | float | None = None,
+    init: float | jax.Array = 2.0,
+    incremental: bool = True,
+    rng_key: jax.Array | None = None,
+    checkpoint: bool = True,
+    progress: bool = False,
+) -> Schedule:
+    """Learn ``T`` step sizes by backpropagating through unrolled SVGD (DUSVGD, the paper's Algorithm 2).
+
+    Args:
+        problems: a function ``key -> Problem`` (one random training problem: initial
+            particles, and the data the loss reads), or a :class:`Problem` whose
+            leaves stack ``P`` problems along a leading axis (minibatches drawn
+            without replacement).
+        loss: ``loss(final particles, problem) -> scalar`` (:func:`mmd_loss`,
+            :func:`cross_entropy_loss`, :func:`mse_loss` or your own).
+        T: the number of trainable steps (unrolled iterations).
+        method: any steinax particle method whose direction is differentiable
+            (default ``steinax.svgd()``).
+        target: the target of every problem whose ``Problem.target`` is ``None``.
+        epochs: ``E``, optimizer updates per stage; each draws a fresh minibatch.
+        batch_size: ``B``, problems per minibatch (the loss is their mean).
+        optimizer: optax optimizer of the step sizes, or a learning rate for Adam (default Adam(1e-2)).
+        init: initial step size(s), a scalar or ``[T]``.
+        incremental: train stage by stage, ``t' = 1 ... T`` (``E`` epochs each, the loss
+            at ``x^{(t')}``); ``False``: ``E`` epochs on the loss at ``x^{(T)}`` only.
+        rng_key: PRNG key (default ``jax.random.key(0)``).
+        checkpoint: rematerialise each unrolled step in the backward pass (memory O(T n d + n^2)).
+        progress: show a progress bar over epochs.
+
+    Returns:
+        A :class:`Schedule` (``kind="dusvgd"``) with the training log.
+    """
+    T = _check_horizon(T)
+    epochs = _check_positive_int(epochs, "epochs")
+    batch_size = _check_positive_int(batch_size, "batch_size")
+    method = _default_method() if method is None else method
+    optimizer = _check_optimizer(optimizer, 1e-2)
+    rng_key = jax.random.key(0) if rng_key is None else rng_key
+    if jnp.shape(jnp.asarray(init)) not in ((), (T,)):
+        raise ValueError(f"`init` must be a scalar or have shape ({T},); received shape {jnp.shape(jnp.asarray(init))}")
+    steps0 = jnp.broadcast_to(jnp.asarray(init, jnp.result_type(float)), (T,))
+    if not bool(jnp.all(jnp.isfinite(steps0))):
+        raise ValueError(f"`init` must be finite; received {np.asarray(init).tolist()}")
+    stages = list(range(1, T + 1)) if incremental else [T]
+    params, losses, stage_of, seconds = _train(
+        steps0, lambda p: p, T, stages, problems, loss, method=method, target=target, epochs=epochs,
+        batch_size=batch_size, optimizer=optimizer, rng_key=rng_key, checkpoint=checkpoint, progress=progress,
+        name="train_dusvgd",
+    )
+    settings = (("T", T), ("batch_size", batch_size), ("epochs", epochs), ("incremental", incremental),
+                ("init", float(np.asarray(steps0)[0])), ("method", type(method).__name__))
+    return Schedule(params, "dusvgd", log=TrainingLog(losses, stage_of, seconds, settings))
+
+
+def train_chebyshev(
+    problems,
+    loss: Callable,
+    T: int,
+    *,
+    method=None,
+    target=None,
+    epochs: int = 40,
+    batch_size: int = 1,
+    optimizer: optax.GradientTransformation | float | None = None,
+    alpha: float = 0.3,
+    beta: float = 1.0,
+    rng_key: jax.Array | None = None,
+    checkpoint: bool = True,
+    progress: bool = False,
+) -> Schedule:
+    """Learn the two Chebyshev parameters ``(alpha, beta)`` of C-DUSVGD (eq. 9-12) on the loss at ``x^{(T)}``.
+
+    Arguments as :func:`train_dusvgd`; ``alpha``, ``beta`` are the initial
+    parameters (the paper's Gaussian-mixture values by default) and the
+    default optimizer is Adam(1e-3).
+
+    Returns:
+        A :class:`Schedule` (``kind="chebyshev"``) carrying the learned ``alpha``, ``beta`` and the training log.
+    """
+    T = _check_horizon(T)
+    epochs = _check_positive_int(epochs, "epochs")
+    batch_size = _check_positive_int(batch_size, "batch_size")
+    method = _default_method() if method is None else method
+    optimizer = _check_optimizer(optimizer, 1e-3)
+    rng_key = jax.random.key(0) if rng_key is None else rng_key
+    params0 = jnp.asarray([alpha, beta], jnp.result_type(float))
+    if not bool(jnp.all(jnp.isfinite(params0))) or float(alpha) == 0.0:
+        raise ValueError(f"`alpha` must be finite and non-zero and `beta` finite; received alpha={alpha!r}, beta={beta!r}")
+    to_steps = lambda p: chebyshev_steps(p[0], p[1], T)  # noqa: E731
+    params, losses, stage_of, seconds = _train(
+        params0, to_steps, T, [T], problems, loss, method=method, target=target, epochs=epochs,
+        batch_size=batch_size, optimizer=optimizer, rng_key=rng_key, checkpoint=checkpoint, progress=progress,
+        name="train_chebyshev",
+    )
+    settings = (("T", T), ("batch_size", batch_size), ("epochs", epochs), ("alpha0", float(alpha)),
+                ("beta0", float(beta)), ("method", type(method).__name__))
+    return Schedule.chebyshev(params[0], params[1], T, log=TrainingLog(losses, stage_of, seconds, settings))
