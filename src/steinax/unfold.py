@@ -57,6 +57,7 @@ __all__ = [
     "TrainingLog",
     "Problem",
     "chebyshev_steps",
+    "trajectory",
     "unroll",
     "train_dusvgd",
     "train_chebyshev",
@@ -307,6 +308,37 @@ def _default_method():
     return svgd()
 
 
+def trajectory(
+    method,
+    target,
+    particles: jax.Array,
+    optimizer: optax.GradientTransformation,
+    rng_key: jax.Array,
+    num_steps: int,
+    *,
+    record: Callable | None = None,
+    checkpoint: bool = False,
+):
+    """``num_steps`` iterations of ``method`` with ``optimizer`` in one ``lax.scan`` (pure, differentiable).
+
+    The loop of :func:`unroll`, for any optax optimizer (the RMSProp and
+    fixed-step baselines of the experiments use it too). Returns the final
+    particles, and ``[num_steps, ...]`` of ``record(particles)`` after each step
+    when ``record`` is given.
+    """
+    num_steps = _check_horizon(num_steps, "num_steps")
+    state = method.init(particles, optimizer, target)
+
+    def body(state, key):
+        state, _ = method.step(key, state, target, optimizer)
+        return state, (None if record is None else record(state.particles))
+
+    if checkpoint:
+        body = jax.checkpoint(body)
+    state, recorded = jax.lax.scan(body, state, jax.random.split(rng_key, num_steps))
+    return state.particles if record is None else (state.particles, recorded)
+
+
 def unroll(
     steps: jax.Array,
     method,
@@ -320,9 +352,9 @@ def unroll(
 ):
     """Run ``num_steps`` (default ``T``) iterations ``x + steps[t mod T] phi(x)``, differentiably.
 
-    The method's own ``step`` with ``optax.sgd`` driven by ``steps``, in
-    ``lax.scan`` (``jax.checkpoint`` on the body when ``checkpoint``). Pure:
-    ``jax.grad`` with respect to ``steps`` backpropagates through the iterations.
+    :func:`trajectory` with ``optax.sgd`` driven by ``steps`` (``jax.checkpoint``
+    on the scan body when ``checkpoint``): ``jax.grad`` with respect to ``steps``
+    backpropagates through the iterations.
 
     Returns:
         The final particles, or ``(final particles, [num_steps, ...] record(particles) after each step)``
@@ -330,18 +362,9 @@ def unroll(
     """
     steps = jnp.asarray(steps)
     T = steps.shape[0]
-    num_steps = T if num_steps is None else _check_horizon(num_steps, "num_steps")
+    num_steps = T if num_steps is None else num_steps
     optimizer = optax.sgd(lambda count: steps[count % T])
-    state = method.init(particles, optimizer, target)
-
-    def body(state, key):
-        state, _ = method.step(key, state, target, optimizer)
-        return state, (None if record is None else record(state.particles))
-
-    if checkpoint:
-        body = jax.checkpoint(body)
-    state, recorded = jax.lax.scan(body, state, jax.random.split(rng_key, num_steps))
-    return state.particles if record is None else (state.particles, recorded)
+    return trajectory(method, target, particles, optimizer, rng_key, num_steps, record=record, checkpoint=checkpoint)
 
 
 # --------------------------------------------------------------------------- training
@@ -431,12 +454,18 @@ def _train(params, to_steps, T, stages, problems, loss, *, method, target, epoch
     opt_state = optimizer.init(params)
 
     @eqx.filter_jit
-    def update(params, opt_state, key, num_steps):
+    def update(params, opt_state, key, stage):
+        # stage t' unrolls T steps with eps^(t) = 0 for t >= t': the particles stop at x^(t') (the loss is the
+        # loss at x^(t')), those steps get zero gradient, and one compiled update serves every stage
         key_batch, key_run = jax.random.split(key)
         batch = sample(key_batch, batch_size)
-        value, grad = jax.value_and_grad(
-            lambda p: _batch_loss(to_steps(p), batch, loss, method, target, key_run, num_steps, checkpoint)
-        )(params)
+
+        def stage_loss(p):
+            steps = to_steps(p)
+            steps = jnp.where(jnp.arange(T) < stage, steps, jnp.zeros_like(steps))
+            return _batch_loss(steps, batch, loss, method, target, key_run, T, checkpoint)
+
+        value, grad = jax.value_and_grad(stage_loss)(params)
         updates, opt_state = optimizer.update(grad, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, value
 
@@ -447,7 +476,7 @@ def _train(params, to_steps, T, stages, problems, loss, *, method, target, epoch
         for stage in stages:
             for epoch in range(epochs):
                 rng_key, key = jax.random.split(rng_key)
-                params, opt_state, value = update(params, opt_state, key, stage)
+                params, opt_state, value = update(params, opt_state, key, jnp.asarray(stage))
                 value = float(value)
                 losses.append(value)
                 stage_of.append(stage)
