@@ -32,6 +32,12 @@ TINY = {
                                            "--grid", "0.01", "--psgld-grid", "1e-3"],
     "matrix_svgd/toys.py": ["--seeds", "1", "--steps", "10", "--every", "5", "--grid", "0.3", "--targets", "gmm,sine", "--reference", "100"],
     "mk_svgd/gaussian_2d.py": ["--runs", "1", "--particles", "20", "--steps", "5"],
+    "unfold/gmm.py": ["--trials", "2", "--select-trials", "1", "--iterations", "10", "--particles", "10", "--T", "2",
+                      "--batch", "2", "--du-epochs", "1", "--cdu-epochs", "1", "--fixed-grid", "1", "--rmsprop-grid", "0.1",
+                      "--reference", "50"],
+    "unfold/models.py": ["--task", "blr", "--dataset", "pima", "--trials", "1", "--select", "1", "--iterations", "5",
+                         "--particles", "5", "--du-epochs", "1", "--cdu-epochs", "1", "--fixed-grid", "1e-5",
+                         "--rmsprop-grid", "1e-2", "--test-rows", "50"],
 }
 
 
