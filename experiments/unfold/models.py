@@ -39,7 +39,6 @@ import sys
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 

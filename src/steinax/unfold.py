@@ -438,6 +438,18 @@ def _check_positive_int(value, name):
     return int(value)
 
 
+def _check_training(T, epochs, batch_size, method, optimizer, default_lr, rng_key):
+    """The trainers' shared arguments, checked and defaulted."""
+    return (
+        _check_horizon(T),
+        _check_positive_int(epochs, "epochs"),
+        _check_positive_int(batch_size, "batch_size"),
+        _default_method() if method is None else method,
+        _check_optimizer(optimizer, default_lr),
+        jax.random.key(0) if rng_key is None else rng_key,
+    )
+
+
 def _bar(progress, total, desc):
     if not progress:
         return None
@@ -538,12 +550,8 @@ def train_dusvgd(
     Returns:
         A :class:`Schedule` (``kind="dusvgd"``) with the training log.
     """
-    T = _check_horizon(T)
-    epochs = _check_positive_int(epochs, "epochs")
-    batch_size = _check_positive_int(batch_size, "batch_size")
-    method = _default_method() if method is None else method
-    optimizer = _check_optimizer(optimizer, 1e-2)
-    rng_key = jax.random.key(0) if rng_key is None else rng_key
+    T, epochs, batch_size, method, optimizer, rng_key = _check_training(T, epochs, batch_size, method, optimizer,
+                                                                        1e-2, rng_key)
     if jnp.shape(jnp.asarray(init)) not in ((), (T,)):
         raise ValueError(f"`init` must be a scalar or have shape ({T},); received shape {jnp.shape(jnp.asarray(init))}")
     steps0 = jnp.broadcast_to(jnp.asarray(init, jnp.result_type(float)), (T,))
@@ -585,12 +593,8 @@ def train_chebyshev(
     Returns:
         A :class:`Schedule` (``kind="chebyshev"``) carrying the learned ``alpha``, ``beta`` and the training log.
     """
-    T = _check_horizon(T)
-    epochs = _check_positive_int(epochs, "epochs")
-    batch_size = _check_positive_int(batch_size, "batch_size")
-    method = _default_method() if method is None else method
-    optimizer = _check_optimizer(optimizer, 1e-3)
-    rng_key = jax.random.key(0) if rng_key is None else rng_key
+    T, epochs, batch_size, method, optimizer, rng_key = _check_training(T, epochs, batch_size, method, optimizer,
+                                                                        1e-3, rng_key)
     params0 = jnp.asarray([alpha, beta], jnp.result_type(float))
     if not bool(jnp.all(jnp.isfinite(params0))) or float(alpha) == 0.0:
         raise ValueError(f"`alpha` must be finite and non-zero and `beta` finite; received alpha={alpha!r}, beta={beta!r}")
