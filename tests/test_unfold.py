@@ -111,6 +111,7 @@ def test_incremental_training_follows_algorithm_2(key):
     assert float(g[0]) != 0.0 and float(g[1]) == 0.0 and float(g[2]) == 0.0
 
 
+@pytest.mark.slow  # ~13 s: two trainings; run by CI's slow-test step
 def test_training_lowers_the_loss(key):
     """From a too-small step, DUSVGD and C-DUSVGD lower the unrolled loss on held-out problems (fixed seeds):
     particles from N(-2, 1) towards N(1, 1) in T = 4 steps."""
@@ -183,6 +184,7 @@ def test_saved_and_loaded_schedule_is_identical(tmp_path, key, x64):
         assert not list(tmp_path.glob("*.tmp*"))  # atomic write leaves no temporary file
 
 
+@pytest.mark.slow  # ~15 s: two trainings with MK-SVGD and CC-SVGD; run by CI's slow-test step
 def test_any_differentiable_method_can_be_unfolded(key):
     target, problem = _gmm_problem(dtype=jnp.float32)
     for method in (steinax.mk_svgd(), steinax.cc_svgd()):
