@@ -35,7 +35,7 @@ CURVATURES = ("hessian", "gauss_newton", "fisher", "kfac")
 MINIBATCH_SAMPLING = ("auto", "without_replacement", "with_replacement")
 AUTO_WITHOUT_REPLACEMENT_MAX = 20_000
 
-__all__ = ["CURVATURES", "AbstractTarget", "LogDensityTarget", "ScoreTarget", "MinibatchTarget", "as_target", "check_target", "evaluate_checked"]
+__all__ = ["CURVATURES", "AbstractTarget", "LogDensityTarget", "ScoreTarget", "MinibatchTarget", "draw_minibatch", "as_target", "check_target", "evaluate_checked"]
 
 
 class AbstractTarget(eqx.Module):
@@ -147,6 +147,24 @@ class ScoreTarget(AbstractTarget):
         return None, jax.vmap(self.score_fn)(particles)
 
 
+def draw_minibatch(rng_key, data, batch_size: int | None, sampling: str = "auto"):
+    """``(batch, N / B)``: one minibatch of the pytree ``data`` (leading axis ``N``) and the factor of eq. 10.
+
+    ``batch_size=None`` (or ``>= N``) returns all data and 1. Sampling as
+    :class:`MinibatchTarget` (``"auto"``: without replacement up to 20,000
+    rows, with replacement above); both are unbiased for sums over the data.
+    """
+    n = jax.tree_util.tree_leaves(data)[0].shape[0]
+    if batch_size is None or batch_size >= n:
+        return data, 1.0
+    replace = sampling == "with_replacement" or (sampling == "auto" and n > AUTO_WITHOUT_REPLACEMENT_MAX)
+    if replace:
+        idx = jax.random.randint(rng_key, (batch_size,), 0, n)
+    else:
+        idx = jax.random.choice(rng_key, n, (batch_size,), replace=False)
+    return jax.tree_util.tree_map(lambda a: a[idx], data), n / batch_size
+
+
 class MinibatchTarget(AbstractTarget):
     """A Bayesian model ``log p(x) = log prior(x) + sum_i loglik(x, data_i)`` with minibatch scores.
 
@@ -188,15 +206,7 @@ class MinibatchTarget(AbstractTarget):
         return jax.vmap(self.loglik_fn, in_axes=(None, 0))(x, batch)
 
     def _batch(self, rng_key):
-        n = self.num_data
-        if self.batch_size is None or self.batch_size >= n:
-            return self.data, 1.0
-        replace = self.sampling == "with_replacement" or (self.sampling == "auto" and n > AUTO_WITHOUT_REPLACEMENT_MAX)
-        if replace:
-            idx = jax.random.randint(rng_key, (self.batch_size,), 0, n)
-        else:
-            idx = jax.random.choice(rng_key, n, (self.batch_size,), replace=False)
-        return jax.tree_util.tree_map(lambda a: a[idx], self.data), n / self.batch_size
+        return draw_minibatch(rng_key, self.data, self.batch_size, self.sampling)
 
     def _logdensity_on(self, x, batch, factor):
         return self.logprior_fn(x) + factor * jnp.sum(self.per_example_loglik(x, batch))
