@@ -260,6 +260,13 @@ def test_bad_input(tmp_path, key):
         unfold.train_dusvgd(problem, unfold.mmd_loss(), 2)
     with pytest.raises(FloatingPointError, match="non-finite at stage t' = 1, epoch 1"):
         unfold.train_dusvgd(problem, lambda x, p: jnp.sum(x) * jnp.inf, 2, target=target, rng_key=key)
+    # a run that diverges part-way keeps the last finite schedule: here the steps overflow at some epoch
+    with pytest.raises(unfold.TrainingDivergedError) as err:
+        unfold.train_dusvgd(problem, lambda x, p: -1e30 * jnp.sum(x) ** 2, 2, target=target, rng_key=key,
+                            optimizer=optax.sgd(1e10), init=0.1, epochs=3)
+    last = err.value.schedule
+    assert last.kind == "dusvgd" and np.all(np.isfinite(np.asarray(last.steps)))
+    assert len(last.log.losses) == len(last.log.stages)
     # files of another format
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"format": "something.else", "steps": [1.0]}))

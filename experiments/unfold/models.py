@@ -140,16 +140,21 @@ def main(argv=None):
 
     # ------------------------------------------------------------------ training on split 0's training data
     target, _, _, loss, problem = job(0)
-    t0 = time.perf_counter()
-    du = unfold.train_dusvgd(problem, loss, cfg["T"], target=target, method=method, epochs=cfg["du_epochs"],
-                             batch_size=1, optimizer=optax.adam(cfg["du_lr"]), init=cfg["init"],
-                             rng_key=jax.random.key(1))
-    du_seconds = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    cdu = unfold.train_chebyshev(problem, loss, cfg["T"], target=target, method=method, epochs=cfg["cdu_epochs"],
-                                 batch_size=1, optimizer=optax.adam(cfg["cdu_lr"]), alpha=cfg["alpha"],
-                                 beta=cfg["beta"], rng_key=jax.random.key(2))
-    cdu_seconds = time.perf_counter() - t0
+    def trained(train, **kw):
+        """The learned schedule and its training time; a diverged run keeps its last finite schedule (said so)."""
+        t0 = time.perf_counter()
+        try:
+            schedule = train(problem, loss, cfg["T"], target=target, method=method, batch_size=1, **kw)
+        except unfold.TrainingDivergedError as err:
+            schedule = err.schedule
+            print(f"   note: {err}".split("; lower")[0] + f"; the last finite schedule "
+                  f"({len(schedule.log.losses)} epochs) is used")
+        return schedule, time.perf_counter() - t0
+
+    du, du_seconds = trained(unfold.train_dusvgd, epochs=cfg["du_epochs"], optimizer=optax.adam(cfg["du_lr"]),
+                             init=cfg["init"], rng_key=jax.random.key(1))
+    cdu, cdu_seconds = trained(unfold.train_chebyshev, epochs=cfg["cdu_epochs"], optimizer=optax.adam(cfg["cdu_lr"]),
+                               alpha=cfg["alpha"], beta=cfg["beta"], rng_key=jax.random.key(2))
     du.save(os.path.join(args.out, f"{args.task}_dusvgd_schedule.json"))
     cdu.save(os.path.join(args.out, f"{args.task}_cdusvgd_schedule.json"))
     print(f"   DUSVGD trained in {du_seconds:.1f} s: steps {np.asarray(du.steps).tolist()}; "

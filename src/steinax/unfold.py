@@ -65,11 +65,24 @@ __all__ = [
     "cross_entropy_loss",
     "mse_loss",
     "load_schedule",
+    "TrainingDivergedError",
 ]
 
 FORMAT = "steinax.unfold.Schedule"
 _VERSION = 1
 _KINDS = ("dusvgd", "chebyshev", "fixed")
+
+
+class TrainingDivergedError(FloatingPointError):
+    """The loss or the steps became non-finite during training.
+
+    ``schedule`` holds the last finite schedule (the parameters before the failing
+    update, with the log up to it), so the work done is not lost.
+    """
+
+    def __init__(self, message: str, schedule):
+        super().__init__(message)
+        self.schedule = schedule
 
 
 def _check_horizon(T, name: str = "T") -> int:
@@ -459,7 +472,7 @@ def _bar(progress, total, desc):
 
 
 def _train(params, to_steps, T, stages, problems, loss, *, method, target, epochs, batch_size, optimizer,
-           rng_key, checkpoint, progress, name):
+           rng_key, checkpoint, progress, name, make_schedule):
     sample = _problem_sampler(problems)
     key_check, rng_key = jax.random.split(rng_key)
     _check_loss(loss, sample(key_check, 1), target)
@@ -488,16 +501,19 @@ def _train(params, to_steps, T, stages, problems, loss, *, method, target, epoch
         for stage in stages:
             for epoch in range(epochs):
                 rng_key, key = jax.random.split(rng_key)
+                previous = params
                 params, opt_state, value = update(params, opt_state, key, jnp.asarray(stage))
                 value = float(value)
-                losses.append(value)
-                stage_of.append(stage)
                 if not (math.isfinite(value) and bool(jnp.all(jnp.isfinite(to_steps(params))))):
-                    raise FloatingPointError(
+                    log = TrainingLog(np.asarray(losses), np.asarray(stage_of, np.int64), time.perf_counter() - start)
+                    raise TrainingDivergedError(
                         f"{name}: the loss or the step sizes became non-finite at stage t' = {stage}, epoch {epoch + 1} "
                         f"(loss {value}, steps {np.asarray(to_steps(params)).tolist()}); lower the learning rate "
-                        "or the initial steps"
+                        "or the initial steps (the error's `schedule` holds the last finite one)",
+                        make_schedule(previous, log),
                     )
+                losses.append(value)
+                stage_of.append(stage)
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(stage=stage, loss=f"{value:.4g}")
@@ -561,7 +577,7 @@ def train_dusvgd(
     params, losses, stage_of, seconds = _train(
         steps0, lambda p: p, T, stages, problems, loss, method=method, target=target, epochs=epochs,
         batch_size=batch_size, optimizer=optimizer, rng_key=rng_key, checkpoint=checkpoint, progress=progress,
-        name="train_dusvgd",
+        name="train_dusvgd", make_schedule=lambda p, log: Schedule(p, "dusvgd", log=log),
     )
     settings = (("T", T), ("batch_size", batch_size), ("epochs", epochs), ("incremental", incremental),
                 ("init", float(np.asarray(steps0)[0])), ("method", type(method).__name__))
@@ -602,7 +618,7 @@ def train_chebyshev(
     params, losses, stage_of, seconds = _train(
         params0, to_steps, T, [T], problems, loss, method=method, target=target, epochs=epochs,
         batch_size=batch_size, optimizer=optimizer, rng_key=rng_key, checkpoint=checkpoint, progress=progress,
-        name="train_chebyshev",
+        name="train_chebyshev", make_schedule=lambda p, log: Schedule.chebyshev(p[0], p[1], T, log=log),
     )
     settings = (("T", T), ("batch_size", batch_size), ("epochs", epochs), ("alpha0", float(alpha)),
                 ("beta0", float(beta)), ("method", type(method).__name__))
