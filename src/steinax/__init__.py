@@ -5,7 +5,7 @@ discrepancies, as pure functions on arrays with thin method and run-loop layers.
 """
 
 from steinax import datasets, diagnostics, kernels, metrics, models, stein, targets
-from steinax import unfold
+from steinax import gp, unfold
 from steinax.kernels import IMQ, RBF
 from steinax.particles import (
     NonFiniteError,
@@ -38,6 +38,7 @@ __all__ = [
     "targets",
     "metrics",
     "unfold",
+    "gp",
     "RBF",
     "IMQ",
     "ksd",
