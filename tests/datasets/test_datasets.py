@@ -31,8 +31,28 @@ def test_known_values():
     assert y[0] == 0.0 and int(y.sum()) == 68 + 109  # diabetic women in Pima.tr + Pima.te
 
 
+def test_known_values_of_the_gp_regression_sets():
+    """First rows of ISLR::Auto, MASS::cpus, vcd::SpaceShuttle and mlbench's Servo (when installed)."""
+    X, y = datasets.load("autompg")
+    np.testing.assert_allclose(X[0], [8, 307, 130, 3504, 12, 70, 1])
+    assert y[0] == 18.0
+    X, y = datasets.load("machine")
+    np.testing.assert_allclose(X[0], [125, 256, 6000, 256, 16, 128])
+    assert y[0] == 198.0
+    X, y = datasets.load("challenger")
+    np.testing.assert_allclose(X[0], [1, 66, 50])
+    assert y[:3].tolist() == [0.0, 1.0, 0.0] and y.sum() == 9.0  # STS-2 had one O-ring in distress
+    assert X[:, 0].tolist() == list(range(1, 24))  # 23 flights, temporal order
+    try:
+        X, y = datasets.load("servo")
+    except datasets.DatasetNotFoundError:
+        pytest.skip("servo: Debian r-cran-mlbench not installed here")
+    np.testing.assert_allclose(X[0], [4, 4, 5, 4])  # motor E, screw E, pgain 5, vgain 4
+    assert y[0] == 4.0
+
+
 def test_bad_input_is_named():
-    with pytest.raises(ValueError, match=r"unknown dataset 'covtype'; available: \['boston', 'concrete'"):
+    with pytest.raises(ValueError, match=r"unknown dataset 'covtype'; available: \['autompg', 'boston', 'challenger'"):
         datasets.load("covtype")
     with pytest.raises(ValueError, match=r"binary labels in \{0, 1\} or \{-1, 1\}; received values \[0, 1, 2\]"):
         datasets.check_binary_labels(np.array([0, 1, 2, 1]))
