@@ -32,6 +32,8 @@ TINY = {
                                            "--grid", "0.01", "--psgld-grid", "1e-3"],
     "matrix_svgd/toys.py": ["--seeds", "1", "--steps", "10", "--every", "5", "--grid", "0.3", "--targets", "gmm,sine", "--reference", "100"],
     "mk_svgd/gaussian_2d.py": ["--runs", "1", "--particles", "20", "--steps", "5"],
+    "stein_gp/regression.py": ["--datasets", "challenger", "--splits", "2", "--particles", "2", "--steps", "5",
+                               "--baseline-steps", "10"],
     "unfold/gmm.py": ["--trials", "2", "--select-trials", "1", "--iterations", "10", "--particles", "10", "--T", "2",
                       "--batch", "2", "--du-epochs", "1", "--cdu-epochs", "1", "--fixed-grid", "1", "--rmsprop-grid", "0.1",
                       "--reference", "50"],
