@@ -165,6 +165,7 @@ def _argmax(fn, x0):
     return res.x
 
 
+@pytest.mark.slow  # ~20 s: 3000 SVGD steps and L-BFGS; run by CI's slow-test step
 @pytest.mark.parametrize("ml", [False, True])
 def test_one_particle_svgd_reaches_the_map_or_the_ml_optimum(key, ml):
     """With one particle, k(x, x) = 1 and grad k = 0: SVGD is gradient ascent on the log-density, so it ends at the
@@ -198,6 +199,7 @@ def test_bad_input(key):
         LatentGP(X, (y > 0), "student")
 
 
+@pytest.mark.slow  # ~35 s: 4000 minibatch scores per likelihood; run by CI's slow-test step
 def test_sparse_minibatch_score_is_unbiased(key):
     """Eq. 10: the mean of 4000 minibatch scores (B = 10 of N = 60) equals the full-data score within 4 standard
     errors in every coordinate (failure rate < 1e-3 for 12 roughly normal coordinates)."""
@@ -242,6 +244,7 @@ def test_sparse_model_with_inducing_points_at_the_data_is_the_whitened_model(key
         np.testing.assert_allclose(mb.logdensity(tb), lg.logdensity(tb), rtol=1e-6)
 
 
+@pytest.mark.slow  # ~12 s: adaptive quadrature for 11 cases; run by CI's slow-test step
 def test_expected_log_likelihood_against_quadrature():
     from scipy.integrate import quad
 
