@@ -41,7 +41,7 @@ from steinax import datasets
 from steinax.gp import GPRegression, type2_ml
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
+from _common import banner, pyplot, read_csv, save_figure, write_csv_atomically  # noqa: E402
 
 DATASETS = ("autompg", "boston", "challenger", "concrete", "machine", "servo")
 PAPER = {  # Table 6: test log-likelihood, SteinGP2 / 5 / 10 / 20 / VI / ML (mean ± sd over 5 splits)
@@ -98,7 +98,15 @@ def main(argv=None):
         "metric": "test log-likelihood (standardised units), RMSE (data units)",
         "jax": f"{jax.__version__}, {jax.default_backend()}, float64",
     })
+    setting = f"T{args.steps}-lr{args.lr:g}-b{args.baseline_steps}-J{'.'.join(map(str, args.particles))}"
+    path = os.path.join(args.out, "regression_splits.csv")
     rows = []
+    if os.path.exists(path):  # resume: keep the splits already run with these settings
+        rows = [dict(r, split=int(r["split"]), test_loglik=float(r["test_loglik"]), rmse=float(r["rmse"]),
+                     seconds=float(r["seconds"])) for r in read_csv(path) if r.get("setting") == setting]
+        if rows:
+            print(f"   resuming: {len({(r['dataset'], r['split']) for r in rows})} splits already in {path}")
+    done = {(r["dataset"], r["split"]) for r in rows}
     with jax.enable_x64(True):
         for name in names:
             try:
@@ -107,6 +115,8 @@ def main(argv=None):
                 print(f"   {name}: skipped ({str(exc).split('.')[0]})")
                 continue
             for seed in range(args.splits):
+                if (name, seed) in done:
+                    continue
                 split = datasets.train_test_split(X, y, 0.7, seed=seed)
                 Xtr, ytr = jnp.asarray(split.X_train), jnp.asarray(split.y_train)
                 Xte, yte = jnp.asarray(split.X_test), jnp.asarray(split.y_test)
@@ -116,7 +126,7 @@ def main(argv=None):
                 def record(method, particles, seconds):
                     mean, _ = model.predict(particles, Xte)
                     rows.append({
-                        "dataset": name, "split": seed, "method": method,
+                        "dataset": name, "split": seed, "method": method, "setting": setting,
                         "test_loglik": float(model.log_predictive(particles, Xte, yte)),
                         "rmse": float(jnp.sqrt(jnp.mean((mean - yte) ** 2)) * split.y_std),
                         "seconds": seconds,
@@ -138,7 +148,8 @@ def main(argv=None):
                 jax.clear_caches()
                 last = {r["method"]: r["test_loglik"] for r in rows[-(2 + len(args.particles)):]}
                 print(f"   {name} split {seed}: " + "  ".join(f"{k} {v:.3f}" for k, v in last.items()), flush=True)
-    write_csv_atomically(os.path.join(args.out, "regression_splits.csv"), rows)
+                write_csv_atomically(path, rows)  # after every split: an interrupted run resumes from here
+    write_csv_atomically(path, rows)
 
     summary = []
     methods = [f"SteinGP{J}" for J in args.particles] + ["VI", "ML"]
