@@ -81,8 +81,9 @@ def vi_draws(model, key, steps, num_draws=20):
     guide = AutoMultivariateNormal(npmodel)
     svi = SVI(npmodel, guide, numpyro.optim.Adam(0.01), Trace_ELBO())
     k1, k2 = jax.random.split(key)
-    result = svi.run(k1, steps, progress_bar=False)
-    return guide.sample_posterior(k2, result.params, sample_shape=(num_draws,))["theta"]
+    with jax.numpy_rank_promotion("allow"):  # NumPyro's internals broadcast implicitly
+        result = svi.run(k1, steps, progress_bar=False)
+        return guide.sample_posterior(k2, result.params, sample_shape=(num_draws,))["theta"]
 
 
 def main(argv=None):
