@@ -157,6 +157,24 @@ def _check_likelihood_data(likelihood, X, y):
     return X, y
 
 
+def _mixture_moments(mu, var):
+    """Mean and variance ``[N*]`` of the equal-weight mixture of ``N(mu_j, var_j)`` (rows ``j``)."""
+    mean = jnp.mean(mu, axis=0)
+    return mean, jnp.mean(var + mu * mu, axis=0) - mean * mean
+
+
+def _mixture_log_predictive(mu, var, y):
+    """``mean_i log avg_j N(y_i | mu_ji, var_ji)``."""
+    logp = -0.5 * (jnp.log(2 * jnp.pi * var) + (y[None] - mu) ** 2 / var)
+    return jnp.mean(jax.scipy.special.logsumexp(logp, axis=0) - jnp.log(mu.shape[0]))
+
+
+def _marginal_samples(rng_key, mu, var, num_samples):
+    """``[J, K, N*]``: ``K`` draws of ``N(mu_j, var_j)`` per row ``j`` (Algorithm 2, marginal at each point)."""
+    z = jax.random.normal(rng_key, (mu.shape[0], num_samples, mu.shape[1]), mu.dtype)
+    return mu[:, None, :] + jnp.sqrt(jnp.maximum(var, 0.0))[:, None, :] * z
+
+
 class _GPBase(AbstractTarget):
     X: jax.Array
     y: jax.Array
@@ -179,14 +197,19 @@ class _GPBase(AbstractTarget):
         return int(self.X.shape[0])
 
     @property
+    def _has_noise(self) -> bool:
+        """Whether the hyperparameters include a Gaussian noise variance (the last one)."""
+        return False
+
+    @property
     def num_hyperparameters(self) -> int:
-        return self.num_inputs + 1 + (1 if isinstance(self, GPRegression) else 0)
+        return self.num_inputs + 1 + (1 if self._has_noise else 0)
 
     def hyperparameters(self, theta: jax.Array) -> Hyperparameters:
         """The constrained hyperparameters of one particle (``softplus`` of its first entries)."""
         c = jax.nn.softplus(theta[: self.num_hyperparameters])
         D = self.num_inputs
-        return Hyperparameters(c[:D], c[D], c[D + 1] if isinstance(self, GPRegression) else None)
+        return Hyperparameters(c[:D], c[D], c[D + 1] if self._has_noise else None)
 
     def _hyper_logprior(self, theta):
         """``log p_0(softplus(theta_u)) + log |J|`` (0 with ``ml=True``)."""
@@ -228,6 +251,10 @@ class GPRegression(_GPBase):
         self.kernel, self.ml, self.jitter = kernel, ml, jitter
 
     @property
+    def _has_noise(self) -> bool:
+        return True
+
+    @property
     def dim(self) -> int:
         return self.num_inputs + 2
 
@@ -264,25 +291,19 @@ class GPRegression(_GPBase):
         """
         X_new = _check_inputs(X_new, np.zeros(np.shape(X_new)[0]), "X_new")[0]
         mu, var, noise = jax.lax.map(lambda t: self._predict_one(t, X_new), particles)
-        if include_noise:
-            var = var + noise[:, None]
-        mean = jnp.mean(mu, axis=0)
-        return mean, jnp.mean(var + mu * mu, axis=0) - mean * mean
+        return _mixture_moments(mu, var + noise[:, None] if include_noise else var)
 
     def predictive_samples(self, rng_key, particles: jax.Array, X_new, num_samples: int = 20) -> jax.Array:
         """Algorithm 2: ``[J, K, N*]`` samples of ``f*`` (``K = num_samples`` per particle, marginal at each point)."""
         X_new = _check_inputs(X_new, np.zeros(np.shape(X_new)[0]), "X_new")[0]
         mu, var, _ = jax.lax.map(lambda t: self._predict_one(t, X_new), particles)
-        z = jax.random.normal(rng_key, (particles.shape[0], num_samples, X_new.shape[0]), mu.dtype)
-        return mu[:, None, :] + jnp.sqrt(jnp.maximum(var, 0.0))[:, None, :] * z
+        return _marginal_samples(rng_key, mu, var, num_samples)
 
     def log_predictive(self, particles: jax.Array, X_new, y_new) -> jax.Array:
         """Mean test log-likelihood ``mean_i log avg_j N(y_i | mu_ij, s_ij^2 + sigma_j^2)`` (the particle mixture)."""
         X_new, y_new = _check_inputs(X_new, y_new, "X_new", "y_new")
         mu, var, noise = jax.lax.map(lambda t: self._predict_one(t, X_new), particles)
-        v = var + noise[:, None]
-        logp = -0.5 * (jnp.log(2 * jnp.pi * v) + (y_new[None] - mu) ** 2 / v)
-        return jnp.mean(jax.scipy.special.logsumexp(logp, axis=0) - jnp.log(particles.shape[0]))
+        return _mixture_log_predictive(mu, var + noise[:, None], y_new)
 
 
 def _log_likelihood(name, y, f):
@@ -370,8 +391,7 @@ class LatentGP(_GPBase):
         """Algorithm 2: ``[J, K, N*]`` samples of the latent ``f*`` (marginal at each point)."""
         X_new = _check_inputs(X_new, np.zeros(np.shape(X_new)[0]), "X_new")[0]
         mu, var = jax.lax.map(lambda t: self._predict_one(t, X_new), particles)
-        z = jax.random.normal(rng_key, (particles.shape[0], num_samples, X_new.shape[0]), mu.dtype)
-        return mu[:, None, :] + jnp.sqrt(var)[:, None, :] * z
+        return _marginal_samples(rng_key, mu, var, num_samples)
 
     def predict_mean(self, rng_key, particles: jax.Array, X_new, num_samples: int = 20) -> jax.Array:
         """``[N*]``: the average over the ``J K`` latent samples of the inverse link.
@@ -470,8 +490,8 @@ class SparseGP(_GPBase):
         self.likelihood, self.kernel, self.ml, self.jitter, self.batch_size = likelihood, kernel, ml, jitter, batch_size
 
     @property
-    def num_hyperparameters(self) -> int:
-        return self.num_inputs + 1 + (1 if self.likelihood == "gaussian" else 0)
+    def _has_noise(self) -> bool:
+        return self.likelihood == "gaussian"
 
     @property
     def num_inducing(self) -> int:
@@ -480,11 +500,6 @@ class SparseGP(_GPBase):
     @property
     def dim(self) -> int:
         return self.num_hyperparameters + self.num_inducing
-
-    def hyperparameters(self, theta: jax.Array) -> Hyperparameters:
-        c = jax.nn.softplus(theta[: self.num_hyperparameters])
-        D = self.num_inputs
-        return Hyperparameters(c[:D], c[D], c[D + 1] if self.likelihood == "gaussian" else None)
 
     def _conditional(self, theta, X_new):
         """Mean ``a^T nu`` and variance ``k(x, x) - ||a||^2`` of ``f(X_new)`` given ``u``, with ``a = L_Z^{-1} k_Z(x)``."""
@@ -518,25 +533,17 @@ class SparseGP(_GPBase):
         k1, k2 = jax.random.split(rng_key)
         return jnp.concatenate([self._init_hyper(k1, n, dtype), jax.random.normal(k2, (n, self.num_inducing), dtype)], 1)
 
-    def _init_hyper(self, rng_key, n, dtype):
-        c = jax.random.gamma(rng_key, _PRIOR_SHAPE, (n, self.num_hyperparameters), dtype) * _PRIOR_SCALE
-        return _softplus_inverse(jnp.maximum(c, 1e-3))
-
     def predictive_samples(self, rng_key, particles: jax.Array, X_new, num_samples: int = 20) -> jax.Array:
         """Algorithm 2: ``[J, K, N*]`` samples of ``f*`` given each particle's ``u`` (marginal at each point)."""
         X_new = _check_inputs(X_new, np.zeros(np.shape(X_new)[0]), "X_new")[0]
         mu, var = jax.lax.map(lambda t: self._conditional(t, X_new)[:2], particles)
-        z = jax.random.normal(rng_key, (particles.shape[0], num_samples, X_new.shape[0]), mu.dtype)
-        return mu[:, None, :] + jnp.sqrt(var)[:, None, :] * z
+        return _marginal_samples(rng_key, mu, var, num_samples)
 
     def predict(self, particles: jax.Array, X_new, *, include_noise: bool = False):
         """Mixture mean and variance ``[N*]`` of ``f*`` (``y*`` with ``include_noise``, Gaussian likelihood)."""
         X_new = _check_inputs(X_new, np.zeros(np.shape(X_new)[0]), "X_new")[0]
         mu, var, noise = jax.lax.map(lambda t: self._noisy_conditional(t, X_new), particles)
-        if include_noise:
-            var = var + noise[:, None]
-        mean = jnp.mean(mu, axis=0)
-        return mean, jnp.mean(var + mu * mu, axis=0) - mean * mean
+        return _mixture_moments(mu, var + noise[:, None] if include_noise else var)
 
     def _noisy_conditional(self, theta, X_new):
         mean, var, hyp = self._conditional(theta, X_new)
@@ -548,9 +555,7 @@ class SparseGP(_GPBase):
             raise ValueError("log_predictive is for the Gaussian likelihood; use predict_mean for the others")
         X_new, y_new = _check_inputs(X_new, y_new, "X_new", "y_new")
         mu, var, noise = jax.lax.map(lambda t: self._noisy_conditional(t, X_new), particles)
-        v = var + noise[:, None]
-        logp = -0.5 * (jnp.log(2 * jnp.pi * v) + (y_new[None] - mu) ** 2 / v)
-        return jnp.mean(jax.scipy.special.logsumexp(logp, axis=0) - jnp.log(particles.shape[0]))
+        return _mixture_log_predictive(mu, var + noise[:, None], y_new)
 
     def predict_mean(self, rng_key, particles: jax.Array, X_new, num_samples: int = 20) -> jax.Array:
         """``[N*]``: the average of the inverse link over the ``J K`` latent samples (see :meth:`LatentGP.predict_mean`)."""
