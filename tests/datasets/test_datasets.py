@@ -51,8 +51,45 @@ def test_known_values_of_the_gp_regression_sets():
     assert y[0] == 4.0
 
 
+def _load_or_skip(name):
+    try:
+        return datasets.load(name)
+    except datasets.DatasetNotFoundError as exc:
+        assert "install" in str(exc)
+        pytest.skip(f"{name}: optional package not installed here")
+
+
+def test_known_values_of_the_gp_classification_sets():
+    """Class counts and first rows as the UCI documentation states them."""
+    X, y = _load_or_skip("spectf")
+    assert int(y.sum()) == 212 and X[0, :3].tolist() == [59, 52, 70]  # 212 abnormal of 267; SPECTF.train row 1
+    X, y = _load_or_skip("hepatitis")
+    assert int(y.sum()) == 32 and X[0, :2].tolist() == [30, 2]  # 32 deaths; row 1: age 30, male
+    assert X[0, 17] == np.nanmedian(np.where(X[:, 17] == X[:, 17], X[:, 17], np.nan))  # a filled protime
+    X, y = _load_or_skip("haberman")
+    assert int(y.sum()) == 81 and [30, 64, 1] in X.tolist()  # 81 deaths within 5 years; UCI's row 1 (KEEL's order)
+    X, y = _load_or_skip("breast_cancer")
+    assert int(y.sum()) == 85  # 85 recurrences of 286
+    # row 1: '40-49','premeno','15-19','0-2','yes','3','right','left_up','no' (ranks; quadrant one-hot)
+    np.testing.assert_array_equal(X[0], [3, 2, 3, 0, 1, 2, 1, 1, 0, 0, 0, 0, 0])
+
+
+def test_pm10_network():
+    try:
+        air = datasets.load_pm10()
+    except datasets.DatasetNotFoundError as exc:
+        assert "r-cran-spacetime" in str(exc)
+        pytest.skip("PM10: Debian r-cran-spacetime not installed here")
+    assert air.values.shape == (70, 4383) and int(np.isfinite(air.values).sum()) == 149_151
+    assert str(air.dates[0]) == "1998-01-01" and str(air.dates[-1]) == "2009-12-31"
+    assert air.stations[0] == "DESH001" and len(set(air.stations)) == 70
+    lon, lat = air.lonlat.T  # inside Germany's bounding box (the file's bbox)
+    assert np.all((5.8 < lon) & (lon < 15.1) & (47.2 < lat) & (lat < 55.1))
+    assert max(len(r) for r in air.outline) > 500 and all(r.shape[1] == 2 for r in air.outline)
+
+
 def test_bad_input_is_named():
-    with pytest.raises(ValueError, match=r"unknown dataset 'covtype'; available: \['autompg', 'boston', 'challenger'"):
+    with pytest.raises(ValueError, match=r"unknown dataset 'covtype'; available: \['autompg', 'boston', 'breast_cancer', 'challenger'"):
         datasets.load("covtype")
     with pytest.raises(ValueError, match=r"binary labels in \{0, 1\} or \{-1, 1\}; received values \[0, 1, 2\]"):
         datasets.check_binary_labels(np.array([0, 1, 2, 1]))
