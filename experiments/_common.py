@@ -38,3 +38,42 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def resumable_rows(path: str, setting, int_fields=("split",), float_fields=()) -> list[dict]:
+    """The rows of ``path`` (if it exists) run with this ``setting``, typed, for a run to resume from.
+
+    ``setting`` is a string compared with each row's ``setting`` column, or a function of the row's
+    ``method`` giving the string (when one method has settings of its own).
+    """
+    import os
+
+    if not os.path.exists(path):
+        return []
+    setting_of = setting if callable(setting) else (lambda method: setting)
+    rows = [dict(r, **{k: int(r[k]) for k in int_fields}, **{k: float(r[k]) for k in float_fields})
+            for r in read_csv(path) if r.get("setting") == setting_of(r.get("method"))]
+    if rows:
+        print(f"   resuming: {len(rows)} rows already in {path}")
+    return rows
+
+
+def map_estimate(target, x0, steps: int, learning_rate: float = 0.05):
+    """Adam on ``-target.logdensity`` from ``x0`` for ``steps`` steps (one compiled scan): the MAP that starts
+    an MCMC chain, as the Stein-GP paper's HMC baselines do."""
+    import jax
+    import optax
+
+    opt = optax.adam(learning_rate)
+
+    @jax.jit
+    def fit(x):
+        def step(carry, _):
+            x, state = carry
+            g = jax.grad(lambda z: -target.logdensity(z))(x)
+            upd, state = opt.update(g, state, x)
+            return (optax.apply_updates(x, upd), state), None
+
+        return jax.lax.scan(step, (x, opt.init(x)), None, length=steps)[0][0]
+
+    return fit(x0)

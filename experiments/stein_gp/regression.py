@@ -15,12 +15,18 @@ hyperparameters (lengthscales, variance, noise variance).
 * VI: a full-rank Gaussian over the same hyperparameter posterior (NumPyro
   SVI, ``AutoMultivariateNormal``, Adam 0.01, 2000 steps); its predictive
   mixes 20 posterior draws.
+* NUTS (``steinax.mcmc.nuts``, NumPyro) on the same posterior, one chain
+  started at the ML optimum (not timed), ``--nuts-warmup`` + ``--nuts-samples``
+  draws; its predictive mixes every 5th draw. The paper has no MCMC row for
+  regression; it is here for the runtime ratio (the issue's "against NUTS").
 
 Metric: the mean test log-likelihood of the predictive mixture in
 standardised units (the paper's Table 6 scale), and the RMSE in the data's
 units; paired per-split differences SteinGP-J minus ML and minus VI, with
 standard errors over splits. Runtimes include compilation (one process, this
-machine) and are reported as ratios to ML.
+machine) and are reported as ratios to ML. Rows are kept per (dataset, split,
+method), so a run resumes where it stopped and ``--methods`` adds a method to
+splits already run.
 
     python experiments/stein_gp/regression.py [--splits 5] [--steps 500] [--datasets autompg,boston,...]
 """
@@ -39,9 +45,11 @@ import numpy as np
 import steinax
 from steinax import datasets
 from steinax.gp import GPRegression, type2_ml
+from steinax.mcmc import nuts
+from steinax.vi import gaussian_vi
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner, pyplot, read_csv, save_figure, write_csv_atomically  # noqa: E402
+from _common import banner, pyplot, resumable_rows, save_figure, write_csv_atomically  # noqa: E402
 
 DATASETS = ("autompg", "boston", "challenger", "concrete", "machine", "servo")
 PAPER = {  # Table 6: test log-likelihood, SteinGP2 / 5 / 10 / 20 / VI / ML (mean ± sd over 5 splits)
@@ -63,27 +71,11 @@ def parse(argv):
     p.add_argument("--steps", type=int, default=500)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--baseline-steps", type=int, default=2000)
+    p.add_argument("--methods", default="ML,VI,SteinGP,NUTS", help="comma-separated subset of ML,VI,SteinGP,NUTS")
+    p.add_argument("--nuts-warmup", type=int, default=500)
+    p.add_argument("--nuts-samples", type=int, default=500)
     p.add_argument("--out", default="docs/experiments/stein_gp")
     return p.parse_args(argv)
-
-
-def vi_draws(model, key, steps, num_draws=20):
-    """A full-rank Gaussian fitted by NumPyro SVI to ``model.logdensity``; ``[num_draws, d]`` posterior draws."""
-    import numpyro
-    import numpyro.distributions as dist
-    from numpyro.infer import SVI, Trace_ELBO
-    from numpyro.infer.autoguide import AutoMultivariateNormal
-
-    def npmodel():
-        theta = numpyro.sample("theta", dist.ImproperUniform(dist.constraints.real_vector, (), (model.dim,)))
-        numpyro.factor("logp", model.logdensity(theta))
-
-    guide = AutoMultivariateNormal(npmodel)
-    svi = SVI(npmodel, guide, numpyro.optim.Adam(0.01), Trace_ELBO())
-    k1, k2 = jax.random.split(key)
-    with jax.numpy_rank_promotion("allow"):  # NumPyro's internals broadcast implicitly
-        result = svi.run(k1, steps, progress_bar=False)
-        return guide.sample_posterior(k2, result.params, sample_shape=(num_draws,))["theta"]
 
 
 def main(argv=None):
@@ -96,18 +88,23 @@ def main(argv=None):
         "SteinGP": f"J in {args.particles}, SVGD, AdaGrad-momentum {args.lr}, {args.steps} iterations, prior init",
         "ML": f"type-II, Adam 0.05, {args.baseline_steps} steps", "VI": f"full-rank Gaussian (NumPyro SVI), Adam 0.01, "
         f"{args.baseline_steps} steps, 20 draws",
+        "NUTS": f"NumPyro, 1 chain from the ML optimum, {args.nuts_warmup} warmup + {args.nuts_samples} draws, "
+        "every 5th in the predictive",
         "metric": "test log-likelihood (standardised units), RMSE (data units)",
         "jax": f"{jax.__version__}, {jax.default_backend()}, float64",
     })
     setting = f"T{args.steps}-lr{args.lr:g}-b{args.baseline_steps}-J{'.'.join(map(str, args.particles))}"
+    nuts_setting = f"{setting}-nuts{args.nuts_warmup}.{args.nuts_samples}"
+    wanted = [m for m in args.methods.split(",") if m]
+    unknown = set(wanted) - {"ML", "VI", "SteinGP", "NUTS"}
+    if unknown:
+        raise SystemExit(f"--methods: unknown {sorted(unknown)}; expected a subset of ML,VI,SteinGP,NUTS")
+    methods_run = [m for m in ("ML", "VI") if m in wanted] + (
+        [f"SteinGP{J}" for J in args.particles] if "SteinGP" in wanted else []) + (["NUTS"] if "NUTS" in wanted else [])
     path = os.path.join(args.out, "regression_splits.csv")
-    rows = []
-    if os.path.exists(path):  # resume: keep the splits already run with these settings
-        rows = [dict(r, split=int(r["split"]), test_loglik=float(r["test_loglik"]), rmse=float(r["rmse"]),
-                     seconds=float(r["seconds"])) for r in read_csv(path) if r.get("setting") == setting]
-        if rows:
-            print(f"   resuming: {len({(r['dataset'], r['split']) for r in rows})} splits already in {path}")
-    done = {(r["dataset"], r["split"]) for r in rows}
+    rows = resumable_rows(path, lambda m: nuts_setting if m == "NUTS" else setting, ("split",),
+                          ("test_loglik", "rmse", "seconds"))
+    done = {(r["dataset"], r["split"], r["method"]) for r in rows}
     with jax.enable_x64(True):
         for name in names:
             try:
@@ -116,7 +113,8 @@ def main(argv=None):
                 print(f"   {name}: skipped ({str(exc).split('.')[0]})")
                 continue
             for seed in range(args.splits):
-                if (name, seed) in done:
+                todo = [m for m in methods_run if (name, seed, m) not in done]
+                if not todo:
                     continue
                 split = datasets.train_test_split(X, y, 0.7, seed=seed)
                 Xtr, ytr = jnp.asarray(split.X_train), jnp.asarray(split.y_train)
@@ -127,57 +125,83 @@ def main(argv=None):
                 def record(method, particles, seconds):
                     mean, _ = model.predict(particles, Xte)
                     rows.append({
-                        "dataset": name, "split": seed, "method": method, "setting": setting,
+                        "dataset": name, "split": seed, "method": method,
+                        "setting": nuts_setting if method == "NUTS" else setting,
                         "test_loglik": float(model.log_predictive(particles, Xte, yte)),
                         "rmse": float(jnp.sqrt(jnp.mean((mean - yte) ** 2)) * split.y_std),
                         "seconds": seconds,
                     })
 
-                t0 = time.perf_counter()
-                theta = type2_ml(Xtr, ytr, "se", steps=args.baseline_steps)
-                record("ML", theta[None], time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                draws = vi_draws(model, jax.random.fold_in(key, 1), args.baseline_steps)
-                record("VI", draws, time.perf_counter() - t0)
+                first = len(rows)
+                if "ML" in todo or "NUTS" in todo:
+                    t0 = time.perf_counter()
+                    theta = type2_ml(Xtr, ytr, "se", steps=args.baseline_steps)
+                    if "ML" in todo:
+                        record("ML", theta[None], time.perf_counter() - t0)
+                if "VI" in todo:
+                    t0 = time.perf_counter()
+                    draws = gaussian_vi(model, model.dim, steps=args.baseline_steps, num_draws=20,
+                                        rng_key=jax.random.fold_in(key, 1))
+                    record("VI", draws, time.perf_counter() - t0)
                 for J in args.particles:
+                    if f"SteinGP{J}" not in todo:
+                        continue
                     t0 = time.perf_counter()
                     x0 = model.init_particles(jax.random.fold_in(key, 10 + J), J)
                     res = steinax.run(steinax.svgd(), model, x0, steps=args.steps,
                                       optimizer=steinax.adagrad_momentum(args.lr), rng_key=key, progress=False,
                                       trace_every=args.steps)
                     record(f"SteinGP{J}", res.particles, time.perf_counter() - t0)
+                if "NUTS" in todo:
+                    t0 = time.perf_counter()
+                    draws = nuts(model, theta[None], num_warmup=args.nuts_warmup, num_samples=args.nuts_samples,
+                                 rng_key=jax.random.fold_in(key, 2))
+                    record("NUTS", draws[0, ::5], time.perf_counter() - t0)
                 jax.clear_caches()
-                last = {r["method"]: r["test_loglik"] for r in rows[-(2 + len(args.particles)):]}
+                last = {r["method"]: r["test_loglik"] for r in rows[first:]}
                 print(f"   {name} split {seed}: " + "  ".join(f"{k} {v:.3f}" for k, v in last.items()), flush=True)
                 write_csv_atomically(path, rows)  # after every split: an interrupted run resumes from here
     write_csv_atomically(path, rows)
 
     summary = []
     methods = [f"SteinGP{J}" for J in args.particles] + ["VI", "ML"]
+    if any(r["method"] == "NUTS" for r in rows):
+        methods.append("NUTS")
     print(f"   {'dataset':<11} " + " ".join(f"{m:>16}" for m in methods) + "   (test LL mean ± se; paper below)")
     for name in names:
         sub = [r for r in rows if r["dataset"] == name]
         if not sub:
             continue
-        ll = {m: np.array([r["test_loglik"] for r in sub if r["method"] == m]) for m in methods}
-        secs = {m: np.array([r["seconds"] for r in sub if r["method"] == m]) for m in methods}
-        rmse = {m: np.array([r["rmse"] for r in sub if r["method"] == m]) for m in methods}
-        n = len(ll["ML"])
+        splits = sorted({r["split"] for r in sub if all(
+            any(q["split"] == r["split"] and q["method"] == m for q in sub) for m in methods if m != "NUTS")})
+        by = {(r["split"], r["method"]): r for r in sub}
+        ll = {m: np.array([by[s, m]["test_loglik"] for s in splits if (s, m) in by]) for m in methods}
+        secs = {m: np.array([by[s, m]["seconds"] for s in splits if (s, m) in by]) for m in methods}
+        rmse = {m: np.array([by[s, m]["rmse"] for s in splits if (s, m) in by]) for m in methods}
+        n = len(splits)
+        if n == 0:  # no split has every method yet
+            continue
 
         def se(a):
             return float(np.std(a, ddof=1) / np.sqrt(len(a))) if len(a) > 1 else float("nan")
 
-        print(f"   {name:<11} " + " ".join(f"{ll[m].mean():>8.3f} ± {se(ll[m]):<5.3f}" for m in methods))
+        def mean(a):
+            return float(a.mean()) if len(a) else float("nan")
+
+        print(f"   {name:<11} " + " ".join(f"{mean(ll[m]):>8.3f} ± {se(ll[m]):<5.3f}" for m in methods))
         if name in PAPER:
             paper = dict(zip([f"SteinGP{J}" for J in PARTICLES] + ["VI", "ML"], PAPER[name]))
             print(f"   {'  paper':<11} " + " ".join(f"{paper.get(m, float('nan')):>16.2f}" for m in methods))
         for m in methods:
-            d_ml, d_vi = ll[m] - ll["ML"], ll[m] - ll["VI"]
+            if not len(ll[m]):
+                continue
+            paired = len(ll[m]) == n
+            d_ml, d_vi = (ll[m] - ll["ML"], ll[m] - ll["VI"]) if paired else (np.array([]), np.array([]))
             summary.append({
-                "dataset": name, "method": m, "splits": n, "test_loglik": float(ll[m].mean()), "se": se(ll[m]),
-                "minus_ML": float(d_ml.mean()), "minus_ML_se": se(d_ml), "minus_VI": float(d_vi.mean()),
-                "minus_VI_se": se(d_vi), "rmse": float(rmse[m].mean()), "seconds": float(secs[m].mean()),
-                "seconds_over_ML": float(secs[m].mean() / secs["ML"].mean()),
+                "dataset": name, "method": m, "splits": len(ll[m]), "test_loglik": mean(ll[m]), "se": se(ll[m]),
+                "minus_ML": mean(d_ml), "minus_ML_se": se(d_ml), "minus_VI": mean(d_vi),
+                "minus_VI_se": se(d_vi), "rmse": mean(rmse[m]), "seconds": mean(secs[m]),
+                "seconds_over_ML": mean(secs[m]) / mean(secs["ML"]),
                 "paper_test_loglik": PAPER.get(name, {}) and dict(
                     zip([f"SteinGP{J}" for J in PARTICLES] + ["VI", "ML"], PAPER[name])).get(m, ""),
             })
@@ -185,14 +209,15 @@ def main(argv=None):
                           f"-VI {np.mean(ll[m] - ll['VI']):+.3f}±{se(ll[m] - ll['VI']):.3f}"
                           for m in methods if m.startswith("SteinGP"))
         print(f"   {'  paired':<11} {diffs}")
-        print(f"   {'  seconds':<11} " + " ".join(f"{secs[m].mean():>16.1f}" for m in methods))
+        print(f"   {'  seconds':<11} " + " ".join(f"{mean(secs[m]):>16.1f}" for m in methods))
     write_csv_atomically(os.path.join(args.out, "regression_summary.csv"), summary)
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 4))
     shown = [n for n in names if any(r["dataset"] == n for r in rows)]
     for i, m in enumerate(methods):
-        vals = [np.mean([r["test_loglik"] for r in rows if r["dataset"] == n and r["method"] == m]) for n in shown]
+        vals = [np.mean([r["test_loglik"] for r in rows if r["dataset"] == n and r["method"] == m] or [np.nan])
+                for n in shown]
         ax.bar(np.arange(len(shown)) + i * 0.13, vals, width=0.13, label=m)
     ax.set_xticks(np.arange(len(shown)) + 0.33, shown)
     ax.set(ylabel="test log-likelihood (standardised)", title=f"GP regression, {args.splits} splits")

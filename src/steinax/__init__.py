@@ -4,6 +4,7 @@ Particle variational inference (SVGD and its variants) and kernel Stein
 discrepancies, as pure functions on arrays with thin method and run-loop layers.
 """
 
+from steinax import _linalg  # noqa: F401  (first: it sets OPENBLAS_NUM_THREADS; see single_threaded_lapack)
 from steinax import datasets, diagnostics, kernels, metrics, models, stein, targets
 from steinax import gp, unfold
 from steinax.kernels import IMQ, RBF

@@ -14,8 +14,31 @@ so no call waits on the pool. A batch of ``d x d`` matrices costs the same
 
 from __future__ import annotations
 
+import os
+
 import jax
 import jax.numpy as jnp
+
+
+def single_threaded_lapack() -> None:
+    """Ask for one OpenBLAS thread in the LAPACK that JAX calls on CPU, unless the user chose a number.
+
+    jaxlib's CPU decompositions and triangular solves call SciPy's OpenBLAS from XLA's
+    own intra-op threads. A threaded OpenBLAS then starts its own spinning workers on the
+    same cores: with other work on the machine (a second process, pytest-xdist, a
+    background run) a solve that takes milliseconds was seen to take over ten minutes
+    (a 2-core machine, a GP classification run beside another job). XLA already runs
+    independent operations in parallel, so one thread per call loses little.
+
+    OpenBLAS reads ``OPENBLAS_NUM_THREADS`` when it is loaded, and JAX loads SciPy's copy at
+    its first CPU decomposition; so this sets the variable (if unset) when steinax is
+    imported. It does not reach a copy already loaded (a decomposition run before
+    ``import steinax``); set ``OPENBLAS_NUM_THREADS=1`` in the environment for that case.
+    """
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+single_threaded_lapack()  # at import: steinax imports this module first
 
 
 def serial_batch(fn, *matrices):

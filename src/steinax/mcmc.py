@@ -166,5 +166,5 @@ def nuts(
     check_target(target, rng_key, x0)
     mcmc = MCMC(NUTS(potential_fn=lambda x: -target.logdensity(x)), num_warmup=num_warmup, num_samples=num_samples,
                 num_chains=x0.shape[0], chain_method="sequential", progress_bar=progress)
-    mcmc.run(rng_key, init_params=x0)
+    mcmc.run(rng_key, init_params=x0[0] if x0.shape[0] == 1 else x0)  # NumPyro takes one chain's as [d]
     return jnp.asarray(mcmc.get_samples(group_by_chain=True))
