@@ -77,3 +77,16 @@ def map_estimate(target, x0, steps: int, learning_rate: float = 0.05):
         return jax.lax.scan(step, (x, opt.init(x)), None, length=steps)[0][0]
 
     return fit(x0)
+
+
+def save_npz_atomically(path: str, arrays: dict) -> None:
+    """``np.savez`` of ``arrays`` to ``path``, atomically (through an open file, so no suffix is added)."""
+    import numpy as np
+
+    from steinax._io import atomic_write
+
+    def write(tmp):
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+
+    atomic_write(path, write)

@@ -142,12 +142,16 @@ def nuts(
     *,
     num_warmup: int = 500,
     num_samples: int = 500,
+    max_tree_depth: int = 10,
     rng_key: jax.Array,
     progress: bool = False,
 ) -> jax.Array:
     """NumPyro NUTS on ``target.logdensity`` (full data), one chain per row of ``initial_positions``.
 
     Returns ``[chains, num_samples, d]`` draws. Chains run sequentially (one CPU device).
+    ``max_tree_depth`` bounds a transition at ``2**max_tree_depth - 1`` leapfrog steps
+    (NumPyro's default 10); a smaller one caps the cost of a draw on posteriors whose
+    trajectories run long (hierarchical or whitened latent models).
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -164,7 +168,9 @@ def nuts(
     if isinstance(num_warmup, bool) or not isinstance(num_warmup, int) or num_warmup < 0:
         raise ValueError(f"`num_warmup` must be a non-negative integer; received {num_warmup!r}")
     check_target(target, rng_key, x0)
-    mcmc = MCMC(NUTS(potential_fn=lambda x: -target.logdensity(x)), num_warmup=num_warmup, num_samples=num_samples,
+    if isinstance(max_tree_depth, bool) or not isinstance(max_tree_depth, int) or max_tree_depth < 1:
+        raise ValueError(f"`max_tree_depth` must be a positive integer; received {max_tree_depth!r}")
+    mcmc = MCMC(NUTS(potential_fn=lambda x: -target.logdensity(x), max_tree_depth=max_tree_depth), num_warmup=num_warmup, num_samples=num_samples,
                 num_chains=x0.shape[0], chain_method="sequential", progress_bar=progress)
     mcmc.run(rng_key, init_params=x0[0] if x0.shape[0] == 1 else x0)  # NumPyro takes one chain's as [d]
     return jnp.asarray(mcmc.get_samples(group_by_chain=True))
