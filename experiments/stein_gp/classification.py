@@ -96,13 +96,14 @@ def main(argv=None):
     rows = resumable_rows(path, setting, ("split",), METRICS)
     done = {(r["dataset"], r["split"], r["method"]) for r in rows}
     with jax.enable_x64(True):
+        data = {}
         for name in names:
             try:
-                X, y = datasets.load(name)
+                data[name] = datasets.load(name)
             except datasets.DatasetNotFoundError as exc:
                 print(f"   {name}: skipped ({str(exc).split('.')[0]})")
-                continue
-            for seed in range(args.splits):
+        for seed in range(args.splits):  # split by split, so that a stopped run has some splits of every dataset
+            for name, (X, y) in data.items():
                 todo = [m for m in methods if (name, seed, m) not in done]
                 if not todo:
                     continue
