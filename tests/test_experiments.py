@@ -11,6 +11,8 @@ import os
 import matplotlib
 import pytest
 
+from steinax.datasets import DatasetNotFoundError
+
 matplotlib.use("Agg")
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "experiments")
@@ -37,6 +39,12 @@ TINY = {
     "unfold/gmm.py": ["--trials", "2", "--select-trials", "1", "--iterations", "10", "--particles", "10", "--T", "2",
                       "--batch", "2", "--du-epochs", "1", "--cdu-epochs", "1", "--fixed-grid", "1", "--rmsprop-grid", "0.1",
                       "--reference", "50"],
+    "stein_gp/classification.py": ["--datasets", "hepatitis", "--splits", "1", "--particles", "2", "--steps", "5",
+                                   "--baseline-steps", "10", "--map-steps", "5", "--nuts-warmup", "5",
+                                   "--nuts-samples", "10"],
+    "stein_gp/air_quality.py": ["--days", "20", "--inits", "1", "--particles", "20", "--steps", "3", "--inducing", "20",
+                                "--batch", "50", "--map-steps", "3", "--nuts-warmup", "3", "--nuts-samples", "5",
+                                "--nuts-max-tree-depth", "2", "--grid", "10"],
     "unfold/models.py": ["--task", "blr", "--dataset", "pima", "--trials", "1", "--select", "1", "--iterations", "5",
                          "--particles", "5", "--du-epochs", "1", "--cdu-epochs", "1", "--fixed-grid", "1e-5",
                          "--rmsprop-grid", "1e-2", "--test-rows", "50"],
@@ -57,7 +65,10 @@ def test_experiment_runs_tiny(script, tmp_path, capsys):
     spec = importlib.util.spec_from_file_location("_experiment_" + script.replace("/", "_")[:-3], os.path.join(ROOT, script))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module.main(TINY[script] + ["--out", str(tmp_path)])
+    try:
+        module.main(TINY[script] + ["--out", str(tmp_path)])
+    except DatasetNotFoundError as exc:  # an optional Debian data package (PM10) that is not installed here
+        pytest.skip(str(exc))
     out = capsys.readouterr().out
     assert "==" in out  # the settings banner is printed beside the numbers
     written = os.listdir(tmp_path)
