@@ -45,13 +45,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import steinax
 from steinax import datasets
 from steinax.gp import SparseGP
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _common import (  # noqa: E402
-    banner, map_estimate, pyplot, resumable_rows, save_figure, save_npz_atomically, write_csv_atomically)
+    banner, map_estimate, pyplot, run_steingp, resumable_rows, save_figure, save_npz_atomically, write_csv_atomically)
 
 PARTICLES = (2, 5, 10, 20)
 METRICS = ("test_loglik", "rmse", "seconds")
@@ -152,12 +151,7 @@ def main(argv=None):
                              max_tree_depth=args.nuts_max_tree_depth, rng_key=jax.random.fold_in(key, 4))
                 particles = jax.block_until_ready(draws[0, ::5])
             else:
-                J = int(method[len("SteinGP"):])
-                x0 = model.init_particles(jax.random.fold_in(key, 10 + J), J)
-                res = steinax.run(steinax.svgd(), model, x0, steps=args.steps,
-                                  optimizer=steinax.adagrad_momentum(args.lr), rng_key=key, progress=False,
-                                  trace_every=args.steps)
-                particles = jax.block_until_ready(res.particles)
+                particles, _ = run_steingp(model, key, int(method[len("SteinGP"):]), args.steps, args.lr)
             seconds = time.perf_counter() - t0
             if want_map:
                 mean, var = model.predict(particles, Xg, include_noise=False)

@@ -42,7 +42,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import steinax
 from steinax import datasets
 from steinax.gp import LatentGP
 from steinax.mcmc import nuts
@@ -50,7 +49,8 @@ from steinax.metrics import expected_calibration_error
 from steinax.vi import gaussian_vi
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner, map_estimate, pyplot, resumable_rows, save_figure, write_csv_atomically  # noqa: E402
+from _common import (  # noqa: E402
+    banner, map_estimate, pyplot, resumable_rows, run_steingp, save_figure, write_csv_atomically)
 
 DATASETS = ("breast_cancer", "spectf", "hepatitis", "haberman")
 PARTICLES = (2, 5, 10, 20)
@@ -131,12 +131,7 @@ def main(argv=None):
                 for J in args.particles:
                     if f"SteinGP{J}" not in todo:
                         continue
-                    t0 = time.perf_counter()
-                    x0 = model.init_particles(jax.random.fold_in(key, 10 + J), J)
-                    res = steinax.run(steinax.svgd(), model, x0, steps=args.steps,
-                                      optimizer=steinax.adagrad_momentum(args.lr), rng_key=key, progress=False,
-                                      trace_every=args.steps)
-                    record(f"SteinGP{J}", res.particles, time.perf_counter() - t0)
+                    record(f"SteinGP{J}", *run_steingp(model, key, J, args.steps, args.lr))
                 if "VI" in todo:
                     t0 = time.perf_counter()
                     x0 = model.init_particles(jax.random.fold_in(key, 1), 1)[0]

@@ -43,14 +43,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import steinax
 from steinax import datasets
 from steinax.gp import GPRegression, type2_ml
 from steinax.mcmc import nuts
 from steinax.vi import gaussian_vi
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner, pyplot, resumable_rows, save_figure, write_csv_atomically  # noqa: E402
+from _common import banner, run_steingp, pyplot, resumable_rows, save_figure, write_csv_atomically  # noqa: E402
 
 DATASETS = ("autompg", "boston", "challenger", "concrete", "machine", "servo")
 PAPER = {  # Table 6: test log-likelihood, SteinGP2 / 5 / 10 / 20 / VI / ML (mean ± sd over 5 splits)
@@ -152,12 +151,7 @@ def main(argv=None):
                 for J in args.particles:
                     if f"SteinGP{J}" not in todo:
                         continue
-                    t0 = time.perf_counter()
-                    x0 = model.init_particles(jax.random.fold_in(key, 10 + J), J)
-                    res = steinax.run(steinax.svgd(), model, x0, steps=args.steps,
-                                      optimizer=steinax.adagrad_momentum(args.lr), rng_key=key, progress=False,
-                                      trace_every=args.steps)
-                    record(f"SteinGP{J}", res.particles, time.perf_counter() - t0)
+                    record(f"SteinGP{J}", *run_steingp(model, key, J, args.steps, args.lr))
                 if "NUTS" in todo:
                     t0 = time.perf_counter()
                     draws = jax.block_until_ready(nuts(model, theta[None], num_warmup=args.nuts_warmup,
