@@ -61,6 +61,7 @@ def parse(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--datasets", default=",".join(DATASETS))
     p.add_argument("--splits", type=int, default=5)
+    p.add_argument("--first-split", type=int, default=0, help="run splits first-split .. splits-1 (parallel runs)")
     p.add_argument("--particles", type=int, nargs="+", default=list(PARTICLES))
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--lr", type=float, default=0.05)
@@ -106,7 +107,7 @@ def main(argv=None):
                 data[name] = datasets.load(name)
             except datasets.DatasetNotFoundError as exc:
                 print(f"   {name}: skipped ({str(exc).split('.')[0]})")
-        for seed in range(args.splits):  # split by split, so that a stopped run has some splits of every dataset
+        for seed in range(args.first_split, args.splits):  # split by split, so that a stopped run has some splits of every dataset
             for name, (X, y) in data.items():
                 todo = [m for m in methods if (name, seed, m) not in done]
                 if not todo:
