@@ -185,8 +185,8 @@ def main(argv=None):
         def se(a):
             return float(np.std(a, ddof=1) / np.sqrt(len(a))) if len(a) > 1 else float("nan")
 
-        def mean(a):
-            return float(a.mean()) if len(a) else float("nan")
+        def mean(a):  # seconds may be unknown (nan) for some rows: the mean of those measured
+            return float(np.nanmean(a)) if len(a) and not np.all(np.isnan(a)) else float("nan")
 
         print(f"   {name:<11} " + " ".join(f"{mean(ll[m]):>8.3f} ± {se(ll[m]):<5.3f}" for m in methods))
         if name in PAPER:
