@@ -59,24 +59,11 @@ def resumable_rows(path: str, setting, int_fields=("split",), float_fields=()) -
 
 
 def map_estimate(target, x0, steps: int, learning_rate: float = 0.05):
-    """Adam on ``-target.logdensity`` from ``x0`` for ``steps`` steps (one compiled scan): the MAP that starts
+    """Adam on ``-target.logdensity`` from ``x0`` (:func:`steinax.gp.map_estimate`): the MAP that starts
     an MCMC chain, as the Stein-GP paper's HMC baselines do."""
-    import jax
-    import optax
+    from steinax.gp import map_estimate as fit
 
-    opt = optax.adam(learning_rate)
-
-    @jax.jit
-    def fit(x):
-        def step(carry, _):
-            x, state = carry
-            g = jax.grad(lambda z: -target.logdensity(z))(x)
-            upd, state = opt.update(g, state, x)
-            return (optax.apply_updates(x, upd), state), None
-
-        return jax.lax.scan(step, (x, opt.init(x)), None, length=steps)[0][0]
-
-    return fit(x0)
+    return fit(target, x0, steps=steps, learning_rate=learning_rate)
 
 
 def save_npz_atomically(path: str, arrays: dict) -> None:
