@@ -50,14 +50,6 @@ def test_blocked_median_equals_dense(rule, block_size, key):
     )
 
 
-def test_bisection_equals_introselect(key):
-    """The accelerator path (bisection) and the CPU path (np.partition) agree exactly."""
-    for n in (5, 64, 99):
-        d2 = squared_distances(*(jax.random.normal(jax.random.fold_in(key, n), (n, 2)),) * 2)
-        via_bisection = jax.jit(lambda d: bw._median_from_source(bw._dense_source(d), n * n, d.dtype))(d2)
-        np.testing.assert_array_equal(via_bisection, bw._host_median(d2, None))
-
-
 def test_kth_smallest_with_ties(dtype):
     v = jnp.array([3.0, 1.0, 2.0, 2.0, 5.0, 0.0, 2.0, 1e-30, 7e5], dtype)
     ref = np.sort(np.asarray(v))

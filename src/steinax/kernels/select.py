@@ -1,0 +1,325 @@
+"""Exact order statistics of large multisets of non-negative floats: the median rules' engine.
+
+The multiset (all ``n^2`` squared distances of ``n`` particles, say) is given as
+a **source**: a function ``fold(fn, init)`` that folds ``fn(acc, values, mask)``
+over its blocks. A stored matrix is one block; a blocked source recomputes each
+block of distances on demand and never stores them.
+
+:func:`select_ranks` returns the exact values at given ranks in a few passes:
+
+1. **Bracket.** A sample of ``m`` values (random positions, fixed seed) is
+   sorted; the sample quantiles at ``q -+ 6 sd`` (``sd = sqrt(q (1 - q) / m)``,
+   the binomial error of a sample quantile) give ``[lo, hi]``, which holds the
+   wanted ranks except with probability below ``1e-8``.
+2. **One pass** over the source counts the values below ``lo`` and copies those
+   in ``[lo, hi]`` (about ``6 / sqrt(m)`` of them) into a buffer: by a host
+   callback on the CPU backend (NumPy compacts at memory speed; XLA:CPU's
+   compaction is ~10x slower), on the device elsewhere.
+3. The wanted ranks, shifted by the count below ``lo``, are selected among the
+   buffered values (an introselect on the host, a sort on the device).
+
+If the bracket misses (or a buffer overflows), an exact fallback runs: k-ary
+bisection on the floats' bit patterns (:func:`kth_from_source`, one counting
+pass per step). Either way the result is the exact order statistic, so it does
+not depend on the order of the data, on the blocking, or on how the data are
+sharded (``axis_name``: counts are summed and buffers gathered across devices;
+no host callback is used inside a sharded computation).
+
+Counts are carried as two int32 limbs (``hi * 2^30 + lo``), so more than
+``2^31`` values (``n > 46,340`` particles) are counted exactly without x64.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["select_ranks", "host_select", "kth_from_source", "dense_source", "use_host"]
+
+_BASE = 2**30
+_Z = 6.0  # bracket half-width in binomial standard deviations
+_HOST_SMALL = 2**16  # below this many values the host partitions them all
+
+
+def use_host(dtype, axis_name=None) -> bool:
+    """Host (NumPy) selection on the CPU backend for 32-bit floats outside sharded computations.
+
+    64-bit values stay on the device: when x64 is switched on with the
+    thread-local ``jax.enable_x64`` context manager, callbacks run on XLA's
+    threads see x64 off and JAX converts their float64 data to float32.
+    """
+    return axis_name is None and jax.default_backend() == "cpu" and jnp.dtype(dtype).itemsize <= 4
+
+
+# ---------------------------------------------------------------- two-limb counts
+
+
+def _limbs(x):
+    """A count as ``(hi, lo)`` int32 limbs; ``x`` an int32 array below 2^30."""
+    return jnp.zeros_like(x), x
+
+
+def _limbs_add(c, x):
+    hi, lo = c
+    lo = lo + x  # both < 2^30: no int32 overflow
+    carry = (lo >= _BASE).astype(lo.dtype)
+    return hi + carry, lo - carry * _BASE
+
+
+def _limbs_le(c, k: int):
+    """``c <= k`` for a Python int or an int32 array ``k``."""
+    k_hi, k_lo = divmod(k, _BASE)
+    hi, lo = c
+    return (hi < k_hi) | ((hi == k_hi) & (lo <= k_lo))
+
+
+def _limbs_minus(k: int, c):
+    """``k - c`` as int32 where it lies in ``[0, 2^30)``, else a negative or huge marker (caller checks)."""
+    k_hi, k_lo = divmod(int(k), _BASE)
+    hi, lo = c
+    dhi = k_hi - hi
+    return jnp.where(dhi == 0, k_lo - lo, jnp.where(dhi == 1, k_lo - lo + _BASE, jnp.where(dhi < 0, -1, _BASE)))
+
+
+def _limbs_psum(c, axis_name):
+    """Sum limb counts over devices; ``lo`` is split into 15-bit halves so no partial sum overflows."""
+    hi, lo = c
+    hi = jax.lax.psum(hi, axis_name)
+    top = jax.lax.psum(lo >> 15, axis_name)  # units of 2^15
+    bottom = jax.lax.psum(lo & (2**15 - 1), axis_name)
+    hi = hi + top // 2**15
+    return _normalise(hi, (top % 2**15) * 2**15, bottom)
+
+
+def _normalise(hi, a, b):
+    """``hi * 2^30 + a + b`` as limbs, for ``a < 2^30`` and ``0 <= b < 2^30``."""
+    carry = (b >= _BASE - a).astype(a.dtype)
+    return hi + carry, jnp.where(carry > 0, b - (_BASE - a), a + b)
+
+
+# ---------------------------------------------------------------- sources
+
+
+def dense_source(values, mask=None):
+    """A source with one block: ``values`` (any shape) and an optional boolean ``mask``."""
+
+    def fold(fn, init):
+        m = jnp.ones(values.shape, bool) if mask is None else mask
+        return fn(init, values, m)
+
+    return fold
+
+
+def _uint_type(dtype):
+    return {2: jnp.uint16, 4: jnp.uint32, 8: jnp.uint64}[jnp.dtype(dtype).itemsize]
+
+
+def _arity_bits() -> int:
+    """Bits resolved per bisection pass: 4 (15 thresholds) on accelerators, 1 on CPU.
+
+    XLA:CPU does not fuse a multi-threshold count into one streaming pass (15
+    thresholds cost ~40x one), so on CPU plain bisection is fastest.
+    """
+    return 1 if jax.default_backend() == "cpu" else 4
+
+
+def kth_from_source(fold, k: int, dtype, axis_name=None):
+    """Exact ``k``-th smallest (0-based) value of a source, by k-ary bisection on bit patterns.
+
+    For non-negative IEEE floats the bit pattern, read as an unsigned integer,
+    is monotone in the value, so a search over bit patterns is exact. Each pass
+    counts the entries below ``2**b - 1`` thresholds at once (one read of the
+    data), narrowing the candidate range ``2**b``-fold. The fallback of
+    :func:`select_ranks`, and the whole algorithm for small inputs of tests.
+    """
+    utype = _uint_type(dtype)
+    nbits = 8 * jnp.dtype(dtype).itemsize
+    arity_bits = _arity_bits()
+    arity = 2**arity_bits
+
+    def mx(acc, v, m):
+        return jnp.maximum(acc, jnp.max(jnp.where(m & jnp.isfinite(v), v, jnp.zeros((), dtype))))
+
+    vmax = fold(mx, jnp.zeros((), dtype))
+    if axis_name is not None:
+        vmax = jax.lax.pmax(vmax, axis_name)
+    lo = jnp.zeros((), utype)  # the answer lies in [lo, hi]
+    hi = jax.lax.bitcast_convert_type(vmax, utype)
+    steps = jnp.arange(1, arity, dtype=utype)
+
+    def body(_, bounds):
+        lo, hi = bounds
+        width = hi - lo
+        thr = lo + (width // arity) * steps + (width % arity) * steps // arity
+        thr_f = jax.lax.bitcast_convert_type(thr, dtype)
+
+        def count(acc, v, m):
+            v = v.reshape(-1)
+            m = m.reshape(-1)
+            return _limbs_add(acc, jnp.sum((v[:, None] <= thr_f[None, :]) & m[:, None], axis=0, dtype=jnp.int32))
+
+        counts = fold(count, _limbs(jnp.zeros((arity - 1,), jnp.int32)))
+        if axis_name is not None:
+            counts = _limbs_psum(counts, axis_name)
+        ok = ~_limbs_le(counts, k)  # the answer is <= thr[j] exactly where ok[j]
+        idx = jnp.argmax(ok)
+        any_ok = jnp.any(ok)
+        new_hi = jnp.where(any_ok, thr[idx], hi)
+        below = jnp.where(idx > 0, thr[jnp.maximum(idx - 1, 0)] + 1, lo)
+        new_lo = jnp.minimum(jnp.where(any_ok, below, thr[-1] + 1), new_hi)
+        return new_lo, new_hi
+
+    n_pass = math.ceil(nbits / arity_bits) + 2
+    _, hi = jax.lax.fori_loop(0, n_pass, body, (lo, hi))
+    return jax.lax.bitcast_convert_type(hi, dtype)
+
+
+# ---------------------------------------------------------------- host (NumPy) pieces
+
+_CHUNK = 2**18  # values per NumPy chunk (cache-sized)
+
+
+def _bracket_ranks(ranks, count: int, m: int):
+    """Static sample ranks ``(lo_r, hi_r)`` bracketing the population ranks ``ranks`` (see module docstring)."""
+    q0, q1 = ranks[0] / count, ranks[-1] / count
+    sd = math.sqrt(max(q0 * (1 - q0), q1 * (1 - q1), 1.0 / m) / m)
+    lo_r = math.floor((q0 - _Z * sd) * m) - 2
+    hi_r = math.ceil((q1 + _Z * sd) * m) + 2
+    return lo_r, hi_r
+
+
+def _np_compact(v, m, lo, hi):
+    """``(count below lo, values in [lo, hi])`` of the unmasked entries, chunk by chunk."""
+    v = v.reshape(-1)
+    m = None if m is None else m.reshape(-1)
+    below, parts = 0, []
+    for a in range(0, v.size, _CHUNK):
+        c = v[a : a + _CHUNK]
+        if m is not None:
+            c = c[m[a : a + _CHUNK]]
+        below += int(np.count_nonzero(c < lo))
+        parts.append(c[(c >= lo) & (c <= hi)])
+    return below, (np.concatenate(parts) if parts else v[:0])
+
+
+def host_select(values, ranks, mask=None) -> np.ndarray:
+    """Exact values at ``ranks`` (0-based, ascending) of the unmasked entries, in NumPy.
+
+    The bracket-and-compact algorithm of the module docstring on one array;
+    one ``np.partition`` of everything when the bracket misses.
+    """
+    v = np.asarray(values).reshape(-1)
+    if mask is not None:
+        v = v[np.asarray(mask).reshape(-1)]
+    count = v.size
+    ranks = [int(r) for r in ranks]
+    if count > _HOST_SMALL:
+        m = _sample_size(count)
+        sample = np.sort(v[np.random.default_rng(0).integers(0, count, m)])
+        lo_r, hi_r = _bracket_ranks(ranks, count, m)
+        lo = sample[lo_r] if lo_r >= 0 else -np.inf
+        hi = sample[hi_r] if hi_r < m else np.inf
+        below, cand = _np_compact(v, None, lo, hi)
+        if below <= ranks[0] and ranks[-1] < below + cand.size:
+            shifted = [r - below for r in ranks]
+            return np.partition(cand, shifted)[shifted]
+    return np.partition(v, ranks)[ranks]
+
+
+def _sample_size(count: int) -> int:
+    return int(min(count, 2**22, max(2**16, count // 256)))
+
+
+# ---------------------------------------------------------------- the bracket pass
+
+
+def _sample_values(sample_fn, m: int, dtype, host: bool):
+    """``m`` sampled values, sorted (``sample_fn(key, size)`` returns values at random positions)."""
+    chunk = min(m, 2**16)
+    n_chunks = -(-m // chunk)
+    keys = jax.random.split(jax.random.key(0), n_chunks)
+    vals = jax.lax.map(lambda k: sample_fn(k, chunk), keys).reshape(-1)[:m]
+    if host:
+        return jax.pure_callback(np.sort, jax.ShapeDtypeStruct((m,), dtype), vals, vmap_method="sequential")
+    return jnp.sort(vals)
+
+
+def select_ranks(fold, ranks, count: int, dtype, sample_fn, *, block_entries: int, axis_name=None, host=None):
+    """Exact values at the static ``ranks`` (0-based, ascending, at most a few apart) of a source.
+
+    Args:
+        fold: the source (see module docstring); with ``axis_name``, this device's part of it.
+        ranks: Python ints.
+        count: number of (unmasked) values in the whole source, all devices together.
+        dtype: the values' float dtype.
+        sample_fn: ``sample_fn(key, size)`` -> ``[size]`` values at random positions of the
+            whole source (identical on every device).
+        block_entries: the largest number of entries ``fold`` passes to ``fn`` at once.
+        axis_name: the mesh axis over which the source is split (inside ``shard_map``).
+        host: force (``True``) or forbid (``False``) the NumPy path; default :func:`use_host`.
+
+    Returns:
+        ``[len(ranks)]`` values.
+    """
+    ranks = [int(r) for r in ranks]
+    host = use_host(dtype, axis_name) if host is None else host
+    m = _sample_size(count)
+    lo_r, hi_r = _bracket_ranks(ranks, count, m)
+    sample = _sample_values(sample_fn, m, dtype, host)
+    lo = sample[lo_r] if lo_r >= 0 else jnp.zeros((), dtype)
+    hi = sample[hi_r] if hi_r < m else jnp.asarray(jnp.inf, dtype)
+    frac = min(1.0, (hi_r - lo_r + 1) / m)
+    cap_block = int(min(block_entries, 8 * frac * block_entries + 4096))
+    cap_total = int(min(count + cap_block, 2 * frac * count + 2 * cap_block))
+    inf = jnp.asarray(jnp.inf, dtype)
+
+    def compact(v, msk):
+        if host:
+
+            def cb(v, msk, lo, hi):
+                below, cand = _np_compact(v, msk, lo, hi)
+                out = np.full((cap_block,), np.inf, v.dtype)
+                out[: min(cand.size, cap_block)] = cand[:cap_block]
+                return np.int32(below), np.int32(cand.size), out
+
+            shapes = (jax.ShapeDtypeStruct((), jnp.int32),) * 2 + (jax.ShapeDtypeStruct((cap_block,), dtype),)
+            return jax.pure_callback(cb, shapes, v, msk, lo, hi, vmap_method="sequential")
+        v, msk = v.reshape(-1), msk.reshape(-1)
+        inside = msk & (v >= lo) & (v <= hi)
+        idx = jnp.nonzero(inside, size=cap_block, fill_value=0)[0]
+        out = jnp.where(jnp.arange(cap_block) < jnp.sum(inside), v[idx], inf)
+        return jnp.sum(msk & (v < lo), dtype=jnp.int32), jnp.sum(inside, dtype=jnp.int32), out
+
+    def step(acc, v, msk):
+        below, ptr, over, buf = acc
+        b, c, chunk = compact(v, msk)
+        over = over | (c > cap_block) | (ptr + c > cap_total - cap_block)
+        buf = jax.lax.dynamic_update_slice(buf, chunk, (jnp.minimum(ptr, cap_total - cap_block),))
+        return _limbs_add(below, b), jnp.where(over, ptr, ptr + c), over, buf
+
+    init = (_limbs(jnp.zeros((), jnp.int32)), jnp.zeros((), jnp.int32), jnp.zeros((), bool), jnp.full((cap_total,), inf))
+    below, ptr, over, buf = fold(step, init)
+    if axis_name is not None:
+        below = _limbs_psum(below, axis_name)
+        over = jax.lax.psum(over.astype(jnp.int32), axis_name) > 0
+        ptr = jax.lax.psum(ptr, axis_name)
+        buf = jax.lax.all_gather(buf, axis_name, tiled=True)
+    shifted = jnp.stack([_limbs_minus(r, below) for r in ranks])
+    ok = ~over & (shifted[0] >= 0) & (shifted[-1] < ptr)
+    shifted = jnp.clip(shifted, 0, buf.shape[0] - 1)
+
+    def from_buffer():
+        if host:
+            shape = jax.ShapeDtypeStruct((len(ranks),), dtype)
+            return jax.pure_callback(
+                lambda b, s: np.partition(b, s)[s], shape, buf, shifted, vmap_method="sequential"
+            )
+        return jnp.sort(buf)[shifted]
+
+    def fallback():
+        return jnp.stack([kth_from_source(fold, r, dtype, axis_name) for r in ranks])
+
+    return jax.lax.cond(ok, from_buffer, fallback)

@@ -1,0 +1,74 @@
+"""Exact order statistics (steinax.kernels.select) against np.partition, on every path."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from steinax.kernels import select as sel
+from steinax.kernels.pairwise import fold_row_blocks, squared_distances
+
+
+def _blocked_source(values, block):
+    """A source over the rows of a stored [r, c] matrix, ``block`` rows at a time."""
+
+    def fold(fn, init):
+        def body(acc, idx, rows):
+            return fn(acc, rows, jnp.broadcast_to((idx >= 0)[:, None], rows.shape))
+
+        return fold_row_blocks(body, init, values.shape[0], block, values)
+
+    return fold
+
+
+def _sampler(values):
+    flat = values.reshape(-1)
+    return lambda key, m: flat[jax.random.randint(key, (m,), 0, flat.shape[0])]
+
+
+@pytest.mark.parametrize("host", [True, False])
+@pytest.mark.parametrize("block", [None, 37])
+def test_select_ranks_equals_partition(host, block, key):
+    # 300 x 300 = 90,000 values (> 2^16: the bracket is used), with ties and zeros
+    x = jax.random.normal(key, (300, 3))
+    d2 = squared_distances(x, x)
+    d2 = d2.at[:10, :10].set(1.0)  # ties
+    ref = np.sort(np.asarray(d2).reshape(-1))
+    for ranks in ([45_000 - 1, 45_000], [0], [89_999], [12_345, 12_346]):
+        got = jax.jit(lambda v: sel.select_ranks(_blocked_source(v, block), ranks, v.size, v.dtype, _sampler(v),
+                                                 block_entries=v.size if block is None else block * 300,
+                                                 host=host))(d2)
+        np.testing.assert_array_equal(got, ref[ranks])
+
+
+@pytest.mark.parametrize("host", [True, False])
+def test_bracket_miss_falls_back_to_the_exact_bisection(host, key):
+    v = jax.random.uniform(key, (400, 400))
+    ref = np.sort(np.asarray(v).reshape(-1))
+    # a sampler that lies (all its values are 0): the bracket misses every middle rank
+    liar = lambda key, m: jnp.zeros((m,), v.dtype)  # noqa: E731
+    got = jax.jit(lambda v: sel.select_ranks(sel.dense_source(v), [79_999, 80_000], v.size, v.dtype, liar,
+                                             block_entries=v.size, host=host))(v)
+    np.testing.assert_array_equal(got, ref[[79_999, 80_000]])
+
+
+def test_host_select_with_mask_and_small_inputs(key):
+    v = np.asarray(jax.random.uniform(key, (500, 300)))
+    mask = np.asarray(jax.random.bernoulli(jax.random.fold_in(key, 1), 0.7, v.shape))
+    kept = np.sort(v[mask])
+    ranks = [kept.size // 2 - 1, kept.size // 2]
+    np.testing.assert_array_equal(sel.host_select(v, ranks, mask), kept[ranks])
+    np.testing.assert_array_equal(sel.host_select(v[:3, :3], [4]), np.sort(v[:3, :3].ravel())[[4]])
+
+
+def test_two_limb_counts_exceed_int32():
+    """Counts beyond 2^31 (n > 46,340 particles) are exact without x64."""
+    c = sel._limbs(jnp.zeros((), jnp.int32))
+    for _ in range(5):
+        c = sel._limbs_add(c, jnp.asarray(2**30 - 1, jnp.int32))
+    total = 5 * (2**30 - 1)
+    assert int(c[0]) * 2**30 + int(c[1]) == total
+    assert bool(sel._limbs_le(c, total)) and not bool(sel._limbs_le(c, total - 1))
+    assert int(sel._limbs_minus(total + 7, c)) == 7
+    assert int(sel._limbs_minus(total - 1, c)) < 0
+    assert int(sel._limbs_minus(total + 2**31, c)) >= 2**30
