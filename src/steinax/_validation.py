@@ -76,7 +76,15 @@ def check_particles(particles, name: str = "particles", *, check_finite: bool = 
         )
     particles = jnp.asarray(particles)
     if check_finite and is_concrete(particles):
-        bad = ~np.isfinite(np.asarray(particles))
+        if not particles.is_fully_addressable:  # spread over processes: one global reduction, gather only if bad
+            if bool(jax.jit(lambda a: jnp.all(jnp.isfinite(a)))(particles)):
+                return particles
+            from jax.experimental import multihost_utils
+
+            particles_host = np.asarray(multihost_utils.process_allgather(particles, tiled=True))
+        else:
+            particles_host = np.asarray(particles)
+        bad = ~np.isfinite(particles_host)
         if bad.any():
             rows = np.unique(np.nonzero(bad)[0])
             raise ValueError(
@@ -141,8 +149,8 @@ def check_finite_statistic(value, what: str, scores=None) -> None:
 
 
 def check_block_size(block_size, name: str = "block_size") -> None:
-    """``None`` (dense) or a positive integer (rows per block)."""
+    """``None`` (automatic blocks) or a positive integer (rows per block)."""
     if block_size is None:
         return
     if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
-        raise ValueError(f"`{name}` must be None (dense) or a positive integer; received {block_size!r}")
+        raise ValueError(f"`{name}` must be None (automatic) or a positive integer (rows per block); received {block_size!r}")

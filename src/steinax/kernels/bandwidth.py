@@ -58,10 +58,6 @@ __all__ = ["BANDWIDTH_RULES", "median_bandwidth", "kth_smallest"]
 
 BANDWIDTH_RULES = ("liu", "pairs", "per_dimension", "liu_subsampled")
 
-def _use_host(dtype) -> bool:
-    return use_host(dtype)
-
-
 def _median_of(values) -> jax.Array:
     """numpy's median convention from the values at the middle rank(s)."""
     return values[0] if values.shape[0] == 1 else 0.5 * (values[0] + values[1])
@@ -71,7 +67,7 @@ def _middle_ranks(count: int) -> list[int]:
     return [count // 2] if count % 2 == 1 else [count // 2 - 1, count // 2]
 
 
-def _dense_median(values: jax.Array, count: int, mask: jax.Array | None = None) -> jax.Array:
+def _dense_median(values: jax.Array, count: int, mask: jax.Array | None = None, axis_name=None) -> jax.Array:
     """Exact median of a materialised array (:mod:`steinax.kernels.select`).
 
     On the CPU backend one host callback brackets the middle ranks from a
@@ -80,7 +76,7 @@ def _dense_median(values: jax.Array, count: int, mask: jax.Array | None = None) 
     accelerators the same algorithm runs on the device.
     """
     ranks = _middle_ranks(count)
-    if use_host(values.dtype):
+    if use_host(values.dtype, axis_name):
         shape = jax.ShapeDtypeStruct((len(ranks),), values.dtype)
         args = (values,) if mask is None else (values, mask)
         out = jax.pure_callback(
@@ -273,18 +269,18 @@ def median_bandwidth(
     if rule == "per_dimension":
         if n < 2:
             return _finalise(jnp.zeros((particles.shape[1],), dtype), n)
-        if _use_host(dtype) and n * (n - 1) // 2 <= _HOST_PAIRS:
+        if use_host(dtype, axis_name) and n * (n - 1) // 2 <= _HOST_PAIRS:
             shape = jax.ShapeDtypeStruct((particles.shape[1],), dtype)
             med = jax.pure_callback(_host_per_dimension_median, shape, particles, vmap_method="sequential")
             return _finalise(med, n)
         return _finalise(jax.lax.map(_median_pairwise_1d, particles.T), n)
     if rule == "liu_subsampled":
         if n <= max_points:
-            return median_bandwidth(particles, "liu", sqdist=sqdist, block_size=block_size)
+            return median_bandwidth(particles, "liu", sqdist=sqdist, block_size=block_size, axis_name=axis_name)
         if rng_key is None:
             sub = particles[:: n // max_points][:max_points]
         else:
             sub = particles[jax.random.permutation(rng_key, n)[:max_points]]
         # the log factor uses the full n: the subsample only estimates the median
-        return _finalise(_dense_median(squared_distances(sub, sub), max_points * max_points), n)
+        return _finalise(_dense_median(squared_distances(sub, sub), max_points * max_points, None, axis_name), n)
     raise ValueError(f"`rule` must be one of {BANDWIDTH_RULES}; received {rule!r}")

@@ -72,21 +72,31 @@ class AbstractKernel(eqx.Module):
         """The scale ``h``: ``None`` (meaning 1), a scalar, or a ``[d]`` vector."""
 
     def resolve(
-        self, particles: jax.Array, sqdist: jax.Array | None = None, block_size: int | None = None
+        self, particles: jax.Array, sqdist: jax.Array | None = None, block_size: int | None = None, axis_name=None
     ) -> "AbstractKernel":
         """Return this kernel with every data-dependent parameter fixed, in the particles' dtype.
 
         ``sqdist`` are the unscaled ``[n, n]`` squared distances of ``particles``
         when the caller has them (reused by median rules); without them,
         ``block_size`` bounds the memory of any rule that needs distances.
+        ``axis_name``: inside ``shard_map`` (:mod:`steinax.sharding`), ``particles``
+        are all (gathered) particles and the rule's work is split over this axis.
         """
-        del sqdist, block_size
+        del sqdist, block_size, axis_name
         dtype = particles.dtype
         return jax.tree_util.tree_map(lambda a: a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a, self)
 
     @property
     def is_resolved(self) -> bool:
         return True
+
+    @property
+    def reads_distances(self) -> bool:
+        """Whether :meth:`resolve` reads the ``[n, n]`` squared distances (a ``"liu"``/``"pairs"`` median rule).
+
+        Engines store the distances for it when they fit (:func:`~steinax.kernels.pairwise.pairwise_plan`).
+        """
+        return False
 
     def coordinate(self, i) -> "AbstractKernel":
         """The univariate kernel acting on coordinate ``i`` (coordinate-wise kernels, CC-SVGD).
@@ -207,10 +217,15 @@ class RBF(AbstractKernel):
     def is_resolved(self) -> bool:
         return self.bandwidth is not None
 
-    def resolve(self, particles, sqdist=None, block_size=None):
+    @property
+    def reads_distances(self) -> bool:
+        return self.rule in ("liu", "pairs")
+
+    def resolve(self, particles, sqdist=None, block_size=None, axis_name=None):
         if self.rule is None:
             return super().resolve(particles)
-        return RBF(bandwidth=median_bandwidth(particles, self.rule, sqdist=sqdist, block_size=block_size))
+        return RBF(bandwidth=median_bandwidth(particles, self.rule, sqdist=sqdist, block_size=block_size,
+                                              axis_name=axis_name))
 
     @property
     def derivative_ratio(self):

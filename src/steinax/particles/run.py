@@ -5,8 +5,10 @@
 * Step ``t`` (1-based) uses the key ``fold_in(rng_key, t - 1)``, so a run is
   deterministic for a given key and a resumed run (``initial_state=``)
   reproduces an uninterrupted one exactly.
-* Every ``trace_every`` steps (and at steps 0 and ``steps``) the trace records
-  the squared V-statistic KSD of the particles with a fixed diagnostic kernel
+* Every ``trace_every`` steps (default: every 10th step or rarer, so the trace
+  costs at most about a tenth of the run; and at steps 0 and ``steps``) the trace
+  records the squared V-statistic KSD of the particles (of at most
+  ``diagnostic_points`` = 2000 evenly strided ones) with a fixed diagnostic kernel
   (IMQ, ``c = 1``, ``beta = -1/2``, the same for every method so traces
   compare across methods), plus the last step's direction norm and the
   method's diagnostics (e.g. the bandwidth). The diagnostic costs one extra
@@ -136,9 +138,19 @@ def _where_tree(pred, new, old):
     return jax.tree_util.tree_map(lambda a, b: jnp.where(pred, a, b), new, old)
 
 
+def _diagnostic_subset(particles, points):
+    """At most ``points`` evenly strided particles (all of them when ``points`` is None or >= n)."""
+    n = particles.shape[0]
+    if points is None or points >= n:
+        return particles
+    return particles[: (n // points) * points : n // points][:points]
+
+
 def _diagnostics(target, diag_kernel, particles, key, ksd_block):
+    block, points = ksd_block
+    particles = _diagnostic_subset(particles, points)
     _, scores = target.evaluate(key, particles)
-    return ksd(particles, scores, diag_kernel, "v", block_size=ksd_block)
+    return ksd(particles, scores, diag_kernel, "v", block_size=block)
 
 
 @eqx.filter_jit
@@ -180,7 +192,9 @@ def _loop(method, target, optimizer, diag_kernel, state, rng_key, run_id, n_chun
 def _initial_record(method, target, diag_kernel, particles, rng_key, ksd_block):
     _, key_diag = jax.random.split(rng_key)
     logd, scores = target.evaluate(jax.random.fold_in(key_diag, 0), particles)
-    k = ksd(particles, scores, diag_kernel, "v", block_size=ksd_block)
+    sub = _diagnostic_subset(particles, ksd_block[1])
+    k = ksd(sub, scores if sub is particles else target.evaluate(jax.random.fold_in(key_diag, 0), sub)[1],
+            diag_kernel, "v", block_size=ksd_block[0])
 
     def info_of():  # the structure of the method's info, without computing a direction
         key = jax.random.key(0)
@@ -205,6 +219,7 @@ def run(
     trace_every: int | None = None,
     diagnostic_kernel: AbstractKernel | None = None,
     diagnostic_block_size: int | None = None,
+    diagnostic_points: int | None = 2000,
     initial_state: ParticleState | None = None,
     progress: bool | str = "auto",
     checkpoint: str | os.PathLike | None = None,
@@ -223,10 +238,15 @@ def run(
             (``optax.sgd(eps)`` gives ``x + eps * phi``; see also
             :func:`steinax.adagrad_momentum`).
         rng_key: a JAX PRNG key; the run is deterministic given it.
-        trace_every: record the trace every this many steps (default ``max(1, steps // 100)``).
+        trace_every: record the trace every this many steps (default ``max(10, steps // 100)``,
+            at most ``steps``: a trace point costs about one step, so by default the trace
+            takes at most about a tenth of the run).
         diagnostic_kernel: the trace's KSD kernel (default ``IMQ(1, -1/2)``; keep the
             default to compare traces across methods).
-        diagnostic_block_size: row-block size for the trace's KSD at large ``n``.
+        diagnostic_block_size: row-block size for the trace's KSD (default automatic).
+        diagnostic_points: the trace's KSD is that of at most this many evenly strided
+            particles (rows ``0, s, 2s, ...``; default 2000), so at large ``n`` a trace
+            point costs O(2000^2 d), not O(n^2 d); ``None`` uses every particle.
         initial_state: resume from a previous ``result.state`` (then ``particles`` is ignored).
         progress: ``True``, ``False`` or ``"auto"`` (a bar for runs of >= 1000 steps on a terminal).
         checkpoint: a ``.npz`` path (schema: :mod:`steinax.checkpoint`). Every
@@ -253,7 +273,7 @@ def run(
     if not (isinstance(optimizer, optax.GradientTransformation) or hasattr(optimizer, "update")):
         raise TypeError(f"`optimizer` must be an optax GradientTransformation; received {type(optimizer).__name__}")
     steps = _positive_int(steps, "steps")
-    trace_every = max(1, steps // 100) if trace_every is None else _positive_int(trace_every, "trace_every")
+    trace_every = max(10, steps // 100) if trace_every is None else _positive_int(trace_every, "trace_every")
     trace_every = min(trace_every, steps)
     if not (hasattr(rng_key, "dtype") and (jax.dtypes.issubdtype(rng_key.dtype, jax.dtypes.prng_key) or rng_key.shape == (2,))):
         raise TypeError(f"`rng_key` must be a JAX PRNG key (jax.random.key(seed)); received {rng_key!r}")
@@ -263,6 +283,11 @@ def run(
         if particles is None:
             raise ValueError("`particles` is required unless `initial_state` is given")
         particles = check_particles(particles)
+        mesh = getattr(method, "mesh", None)
+        if mesh is not None:
+            from steinax.sharding import shard_particles
+
+            particles = shard_particles(particles, mesh)
         dim = getattr(target, "dim", None)
         if isinstance(dim, int) and particles.shape[1] != dim:
             raise ValueError(f"`particles` must have shape [n, {dim}] for this target; received shape {tuple(particles.shape)}")
@@ -285,6 +310,7 @@ def run(
                 f"uninterrupted one); received {checkpoint_every}"
             )
         fingerprint = _run_fingerprint(method, target, state, optimizer, rng_key, trace_every, diag_kernel, start_step)
+        fingerprint["diagnostic_points"] = diagnostic_points
         if os.path.exists(checkpoint):
             state, prior_trace = _load_run(checkpoint, state, fingerprint)
             particles = state.particles
@@ -300,8 +326,13 @@ def run(
     diag_kernel = diag_kernel.resolve(particles)
     check_target(target, rng_key, particles)
 
-    k0, info0, bad_rows = _initial_record(method, target, diag_kernel, particles, rng_key, diagnostic_block_size)
-    bad_rows = np.asarray(bad_rows)
+    if diagnostic_points is not None:
+        diagnostic_points = _positive_int(diagnostic_points, "diagnostic_points")
+    ksd_layout = (diagnostic_block_size, diagnostic_points)
+    k0, info0, bad_rows = _initial_record(method, target, diag_kernel, particles, rng_key, ksd_layout)
+    from steinax.sharding import gather
+
+    bad_rows = gather(bad_rows)
     if bad_rows.any():
         rows = np.nonzero(bad_rows)[0]
         raise ValueError(
@@ -317,6 +348,8 @@ def run(
         trace = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(template), [jnp.asarray(a) for a in prior_trace])
 
     run_id = next(_RUN_IDS)
+    if getattr(method, "mesh", None) is not None:
+        progress = False  # an ordered host callback would have to run on every device of the mesh
     bar = _make_bar(progress, max(0, end_step - int(state.step)))
     if bar is not None:
         _BARS[run_id] = bar
@@ -327,7 +360,7 @@ def run(
             n_chunks, remainder = divmod(segment, trace_every)
             state, failed, rec = _loop(
                 method, target, optimizer, diag_kernel, state, rng_key, jnp.asarray(run_id),
-                n_chunks, trace_every, remainder, diagnostic_block_size, bar is not None,
+                n_chunks, trace_every, remainder, ksd_layout, bar is not None,
             )
             jax.block_until_ready(state.particles)
             failed = int(failed)

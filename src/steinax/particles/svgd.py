@@ -27,10 +27,13 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from jax.sharding import Mesh, PartitionSpec
+
 from steinax._validation import check_block_size, check_particles, check_scores
 from steinax.kernels.base import RBF, AbstractKernel, as_kernel
-from steinax.kernels.pairwise import scan_row_blocks, squared_distances
+from steinax.kernels.pairwise import pairwise_plan, scan_row_blocks, stored_squared_distances
 from steinax.particles.base import AbstractParticleMethod
+from steinax.sharding import check_mesh, particle_spec
 
 __all__ = ["svgd_direction", "stein_direction_rows", "SVGD", "svgd"]
 
@@ -70,19 +73,60 @@ def _direction_rows(x_rows, particles, scores, kernel, sqdist_rows=None, row_ind
 
 @eqx.filter_jit
 def _svgd(particles, scores, kernel, block_size):
-    """Resolve ``kernel`` on the particles and return ``(phi, resolved kernel)``."""
+    """Resolve ``kernel`` on the particles and return ``(phi, resolved kernel)``.
+
+    The layout is :func:`~steinax.kernels.pairwise.pairwise_plan`'s: for a median
+    rule the ``[n, n]`` distances are stored when they fit (the median reads them in
+    one pass); the direction is then computed in row blocks, from the stored
+    distances or recomputing them, so no other ``[n, n]`` array exists.
+    """
     n = particles.shape[0]
-    if block_size is None or block_size >= n:
-        sqdist = squared_distances(particles, particles)
+    plan = pairwise_plan(n, particles.dtype, block_size, store_wanted=kernel.reads_distances)
+    if plan.store:
+        sqdist = stored_squared_distances(particles, plan.rows)
         kernel = kernel.resolve(particles, sqdist)
-        return _direction_rows(particles, particles, scores, kernel, sqdist) / n, kernel
-    kernel = kernel.resolve(particles, None, block_size)
 
-    def block(acc, idx, xr):
-        return acc, _direction_rows(xr, particles, scores, kernel, row_index=idx)
+        def block(acc, idx, xr, dr):
+            return acc, _direction_rows(xr, particles, scores, kernel, dr)
 
-    rows = scan_row_blocks(block, (), n, block_size, particles)[1]
+        rows = scan_row_blocks(block, (), n, plan.rows, particles, sqdist)[1]
+    else:
+        kernel = kernel.resolve(particles, None, plan.rows)
+
+        def block(acc, idx, xr):
+            return acc, _direction_rows(xr, particles, scores, kernel, row_index=idx)
+
+        rows = scan_row_blocks(block, (), n, plan.rows, particles)[1]
     return rows / n, kernel
+
+
+def _svgd_sharded(particles, scores, kernel, block_size, mesh):
+    """:func:`_svgd` with the particles split over ``mesh`` (:mod:`steinax.sharding`).
+
+    Each device gathers all particles and scores and computes its own rows'
+    direction, in row blocks, recomputing distances; the median rule is
+    resolved from every device's counts (exact, equal to the unsharded value).
+    """
+    axis = mesh.axis_names[0]
+    spec = particle_spec(mesh)
+    n = particles.shape[0]
+
+    def local(x, s):
+        x_all = jax.lax.all_gather(x, axis, tiled=True)
+        s_all = jax.lax.all_gather(s, axis, tiled=True)
+        n_local = x.shape[0]
+        offset = jax.lax.axis_index(axis) * n_local
+        rows = pairwise_plan(n_local, x.dtype, block_size, store_wanted=False, columns=n).rows
+        k = kernel.resolve(x_all, None, rows, axis_name=axis)
+
+        def block(acc, idx, xr):
+            index = jnp.where(idx >= 0, idx + offset, -1)
+            return acc, _direction_rows(xr, x_all, s_all, k, row_index=index)
+
+        return scan_row_blocks(block, (), n_local, rows, x)[1] / n, k
+
+    return jax.shard_map(local, mesh=mesh, in_specs=(spec, spec), out_specs=(spec, PartitionSpec()),
+                         check_vma=False)(particles, scores)
 
 
 def svgd_direction(
@@ -94,7 +138,9 @@ def svgd_direction(
         particles: ``[n, d]``.
         scores: ``[n, d]``, ``nabla log p`` at the particles (computed once, by the caller).
         kernel: a scalar kernel; default ``RBF("liu")`` (resolved on ``particles``).
-        block_size: optional row-block size bounding memory to O(block_size * n).
+        block_size: rows per block, bounding memory to O(block_size * n) (no ``[n, n]``
+            matrix is stored); default: automatic, from ``n``, the dtype and the free
+            memory (:func:`~steinax.kernels.pairwise.pairwise_plan`).
 
     Returns:
         ``[n, d]`` ascent direction.
@@ -123,23 +169,33 @@ class SVGD(AbstractParticleMethod):
 
     kernel: AbstractKernel
     block_size: int | None = None
+    mesh: Mesh | None = eqx.field(default=None, static=True)
 
     def __check_init__(self):
         as_kernel(self.kernel, None)
         check_block_size(self.block_size)
+        if self.mesh is not None:
+            check_mesh(self.mesh)
 
     def direction(self, rng_key, particles, scores, aux, curvature=None):
         del rng_key
-        phi, kernel = _svgd(particles, scores, self.kernel, self.block_size)
+        if self.mesh is not None:
+            phi, kernel = _svgd_sharded(particles, scores, self.kernel, self.block_size, self.mesh)
+        else:
+            phi, kernel = _svgd(particles, scores, self.kernel, self.block_size)
         return phi, aux, kernel_info(kernel)
 
 
-def svgd(kernel: AbstractKernel | None = None, *, block_size: int | None = None) -> SVGD:
+def svgd(kernel: AbstractKernel | None = None, *, block_size: int | None = None, mesh: Mesh | None = None) -> SVGD:
     """Stein variational gradient descent with a scalar kernel.
 
     Args:
         kernel: default ``RBF(bandwidth="liu")``, Liu & Wang's median rule.
-        block_size: process particles in row blocks of this size (large ``n``).
+        block_size: rows per block (memory O(block_size * n)); default automatic
+            (:func:`~steinax.kernels.pairwise.pairwise_plan`).
+        mesh: shard the particles along ``n`` over this one-axis device mesh
+            (:mod:`steinax.sharding`; ``n`` must be a multiple of its size). The
+            result equals the single-device run to float rounding.
 
     Example:
         >>> import jax, optax, steinax
@@ -152,4 +208,4 @@ def svgd(kernel: AbstractKernel | None = None, *, block_size: int | None = None)
         >>> bool(jnp.all(jnp.abs(res.particles.mean(0)) < 0.2))
         True
     """
-    return SVGD(kernel=as_kernel(kernel, RBF("liu")), block_size=block_size)
+    return SVGD(kernel=as_kernel(kernel, RBF("liu")), block_size=block_size, mesh=mesh)
