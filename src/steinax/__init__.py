@@ -32,6 +32,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "datasets",
+    "sharding",
     "diagnostics",
     "kernels",
     "models",

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 
 from steinax.kernels import RBF, kth_smallest, median_bandwidth, squared_distances
-from steinax.kernels import bandwidth as bw
 
 
 def _np_sqdist(x):

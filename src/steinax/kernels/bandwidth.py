@@ -45,14 +45,13 @@ blocking or sharding the particles does not change ``h``.
 
 from __future__ import annotations
 
-import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from steinax.kernels.pairwise import fold_row_blocks, squared_distances
-from steinax.kernels.select import dense_source, host_select, kth_from_source, select_ranks, use_host
+from steinax.kernels.select import _uint_type, dense_source, host_select, kth_from_source, select_ranks, use_host
 
 __all__ = ["BANDWIDTH_RULES", "median_bandwidth", "kth_smallest"]
 

@@ -35,6 +35,7 @@ __all__ = [
 # in bytes), so a default run never needs more than a fraction of the machine.
 
 _CPU_BLOCK_ENTRIES = 2**21
+_STORE_MAX_ENTRIES = 2**26  # n of about 8192: beyond, the median's host copy of [n, n] would double the peak
 _BUDGET_FRACTION = 4
 
 
@@ -120,7 +121,9 @@ def pairwise_plan(
     ``block_size`` (the user's override): an int forces row blocks of that size and
     never stores an ``[n, n]`` matrix (memory O(block_size * n)). ``None``: automatic.
     The distances are stored (so a median rule reads them in one pass instead of
-    recomputing them) when ``store_wanted`` and ``[n, n]`` takes at most half the budget.
+    recomputing them) when ``store_wanted``, ``[n, n]`` takes at most half the budget and
+    has at most 2^26 entries (``n`` up to about 8192; on the CPU backend the median
+    reads a stored matrix through a host callback, which copies it).
     ``columns``: the number of columns when it differs from ``n`` (a device's rows
     against all particles, :mod:`steinax.sharding`).
     """
@@ -128,7 +131,7 @@ def pairwise_plan(
         return PairwisePlan(False, None if block_size >= n else int(block_size))
     m = n if columns is None else columns
     budget = memory_budget()
-    store = store_wanted and 2 * n * m * jnp.dtype(dtype).itemsize <= budget
+    store = store_wanted and 2 * n * m * jnp.dtype(dtype).itemsize <= budget and n * m <= _STORE_MAX_ENTRIES
     rest = budget - (n * m * jnp.dtype(dtype).itemsize if store else 0)
     return PairwisePlan(store, auto_block_size(n, m, dtype, arrays=arrays, budget=max(1, rest)))
 

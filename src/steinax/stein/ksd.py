@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from steinax._validation import check_block_size, check_finite_statistic, check_particles, check_scores
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel
-from steinax.kernels.pairwise import fold_row_blocks, squared_distances
+from steinax.kernels.pairwise import fold_row_blocks, pairwise_plan, squared_distances, stored_squared_distances
 
 __all__ = ["block_ksd", "stein_kernel_pairs", "SteinTerms", "stein_terms", "stein_kernel_from_terms", "stein_kernel_from_profile", "stein_kernel_matrix", "ksd", "ESTIMATORS"]
 
@@ -197,7 +197,8 @@ def ksd(
         scores: ``[n, d]`` values of ``nabla log p`` at ``particles``.
         kernel: any :class:`~steinax.kernels.AbstractKernel`; default ``IMQ(1, -1/2)``.
         estimator: ``"v"`` (default) or ``"u"`` (needs ``n >= 2``).
-        block_size: evaluate in row blocks of this size, memory O(block_size * n).
+        block_size: evaluate in row blocks of this size, memory O(block_size * n);
+            default automatic (:func:`~steinax.kernels.pairwise.pairwise_plan`).
         squared: ``True`` (default) returns ``S``; ``False`` returns ``sqrt(S)`` (V-statistic only).
 
     Returns:
@@ -232,21 +233,26 @@ def check_estimator(estimator: str, n: int, squared: bool = True) -> None:
 
 @eqx.filter_jit
 def _ksd(particles, scores, kernel, estimator, block_size):
-    """Squared KSD without input checks (see :func:`ksd`)."""
-    n = particles.shape[0]
-    dense = block_size is None or block_size >= n
-    sqdist = squared_distances(particles, particles) if dense else None
-    kernel = kernel.resolve(particles, sqdist, block_size)
+    """Squared KSD without input checks (see :func:`ksd`).
 
-    def rows(acc, row_index, xr, sr):
-        terms = stein_terms(xr, sr, particles, scores, kernel.scale, for_sums=True, row_index=row_index)
+    Layout by :func:`~steinax.kernels.pairwise.pairwise_plan`: one fused pass
+    over row blocks (distances, profile and Stein terms of a block computed
+    together, summed at once), after storing the distances only when a median
+    rule reads them and they fit.
+    """
+    n = particles.shape[0]
+    plan = pairwise_plan(n, particles.dtype, block_size, store_wanted=kernel.reads_distances, arrays=6)
+    sqdist = stored_squared_distances(particles, plan.rows) if plan.store else None
+    kernel = kernel.resolve(particles, sqdist, None if plan.store else plan.rows)
+
+    def rows(acc, row_index, xr, sr, *dr):
+        terms = stein_terms(xr, sr, particles, scores, kernel.scale, dr[0] if dr else None, for_sums=True,
+                            row_index=row_index)
         u = stein_kernel_from_terms(kernel, terms)
         return acc + jnp.sum(jnp.where((row_index >= 0)[:, None], u, 0.0))
 
-    if dense:
-        total = jnp.sum(stein_kernel_matrix(particles, scores, particles, scores, kernel, sqdist))
-    else:
-        total = fold_row_blocks(rows, jnp.zeros((), particles.dtype), n, block_size, particles, scores)
+    extra = (sqdist,) if plan.store else ()
+    total = fold_row_blocks(rows, jnp.zeros((), particles.dtype), n, plan.rows, particles, scores, *extra)
     if estimator == "v":
         return total / float(n * n)
     return (total - jnp.sum(_stein_kernel_diagonal(particles, scores, kernel))) / float(n * (n - 1))
