@@ -243,7 +243,8 @@ def _sample_values(sample_fn, m: int, dtype, host: bool):
     keys = jax.random.split(jax.random.key(0), n_chunks)
     vals = jax.lax.map(lambda k: sample_fn(k, chunk), keys).reshape(-1)[:m]
     if host:
-        return jax.pure_callback(np.sort, jax.ShapeDtypeStruct((m,), dtype), vals, vmap_method="sequential")
+        return jax.pure_callback(lambda v: np.sort(np.asarray(v)), jax.ShapeDtypeStruct((m,), dtype), vals,
+                                 vmap_method="sequential")
     return jnp.sort(vals)
 
 
@@ -279,7 +280,8 @@ def select_ranks(fold, ranks, count: int, dtype, sample_fn, *, block_entries: in
     def compact(v, msk):
         if host:
 
-            def cb(v, msk, lo, hi):
+            def cb(v, msk, lo, hi):  # the callback receives jax Arrays: work on NumPy views
+                v, msk, lo, hi = (np.asarray(a) for a in (v, msk, lo, hi))
                 below, cand = _np_compact(v, msk, lo, hi)
                 out = np.full((cap_block,), np.inf, v.dtype)
                 out[: min(cand.size, cap_block)] = cand[:cap_block]
@@ -315,7 +317,8 @@ def select_ranks(fold, ranks, count: int, dtype, sample_fn, *, block_entries: in
         if host:
             shape = jax.ShapeDtypeStruct((len(ranks),), dtype)
             return jax.pure_callback(
-                lambda b, s: np.partition(b, s)[s], shape, buf, shifted, vmap_method="sequential"
+                lambda b, s: np.partition(np.asarray(b), np.asarray(s))[np.asarray(s)], shape, buf, shifted,
+                vmap_method="sequential",
             )
         return jnp.sort(buf)[shifted]
 
