@@ -192,8 +192,8 @@ def _loop(method, target, optimizer, diag_kernel, state, rng_key, run_id, n_chun
 def _initial_record(method, target, diag_kernel, particles, rng_key, ksd_block):
     _, key_diag = jax.random.split(rng_key)
     logd, scores = target.evaluate(jax.random.fold_in(key_diag, 0), particles)
-    sub = _diagnostic_subset(particles, ksd_block[1])
-    k = ksd(sub, scores if sub is particles else target.evaluate(jax.random.fold_in(key_diag, 0), sub)[1],
+    # the same strided rows of the particles and of the scores already evaluated (no second evaluation)
+    k = ksd(_diagnostic_subset(particles, ksd_block[1]), _diagnostic_subset(scores, ksd_block[1]),
             diag_kernel, "v", block_size=ksd_block[0])
 
     def info_of():  # the structure of the method's info, without computing a direction
