@@ -45,11 +45,13 @@ blocking or sharding the particles does not change ``h``.
 
 from __future__ import annotations
 
+import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from steinax._host import host_call
 from steinax.kernels.pairwise import fold_row_blocks, squared_distances
 from steinax.kernels.select import _uint_type, dense_source, host_select, kth_from_source, select_ranks, use_host
 
@@ -78,10 +80,7 @@ def _dense_median(values: jax.Array, count: int, mask: jax.Array | None = None, 
     if use_host(values.dtype, axis_name):
         shape = jax.ShapeDtypeStruct((len(ranks),), values.dtype)
         args = (values,) if mask is None else (values, mask)
-        out = jax.pure_callback(
-            lambda v, m=None: host_select(v, ranks, m).astype(v.dtype), shape, *args, vmap_method="sequential"
-        )
-        return _median_of(out)
+        return _median_of(host_call(functools.partial(_np_select, tuple(ranks)), [shape], *args)[0])
     flat = values.reshape(-1)
     flat_mask = None if mask is None else mask.reshape(-1)
     size = flat.shape[0]
@@ -95,6 +94,10 @@ def _dense_median(values: jax.Array, count: int, mask: jax.Array | None = None, 
         return flat[pos[keep]]
 
     return _median_of(select_ranks(dense_source(values, mask), ranks, count, values.dtype, sample, block_entries=size))
+
+
+def _np_select(ranks, values, mask=None):
+    return (host_select(values, ranks, mask).astype(values.dtype),)
 
 
 def _host_median(values, mask):
@@ -173,7 +176,7 @@ def _host_per_dimension_median(particles):
     out = np.empty(x.shape[1], x.dtype)
     for d in range(x.shape[1]):
         out[d] = _host_median((x[iu, d] - x[ju, d]) ** 2, None)
-    return out
+    return (out,)
 
 
 def _median_pairwise_1d(col: jax.Array) -> jax.Array:
@@ -270,8 +273,7 @@ def median_bandwidth(
             return _finalise(jnp.zeros((particles.shape[1],), dtype), n)
         if use_host(dtype, axis_name) and n * (n - 1) // 2 <= _HOST_PAIRS:
             shape = jax.ShapeDtypeStruct((particles.shape[1],), dtype)
-            med = jax.pure_callback(_host_per_dimension_median, shape, particles, vmap_method="sequential")
-            return _finalise(med, n)
+            return _finalise(host_call(_host_per_dimension_median, [shape], particles)[0], n)
         return _finalise(jax.lax.map(_median_pairwise_1d, particles.T), n)
     if rule == "liu_subsampled":
         if n <= max_points:

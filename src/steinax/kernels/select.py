@@ -31,11 +31,14 @@ Counts are carried as two int32 limbs (``hi * 2^30 + lo``), so more than
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from steinax._host import host_call
 
 __all__ = ["select_ranks", "host_select", "kth_from_source", "dense_source", "use_host"]
 
@@ -243,9 +246,24 @@ def _sample_values(sample_fn, m: int, dtype, host: bool):
     keys = jax.random.split(jax.random.key(0), n_chunks)
     vals = jax.lax.map(lambda k: sample_fn(k, chunk), keys).reshape(-1)[:m]
     if host:
-        return jax.pure_callback(lambda v: np.sort(np.asarray(v)), jax.ShapeDtypeStruct((m,), dtype), vals,
-                                 vmap_method="sequential")
+        return host_call(_np_sort, [jax.ShapeDtypeStruct((m,), dtype)], vals)[0]
     return jnp.sort(vals)
+
+
+def _np_sort(v):
+    return (np.sort(v),)
+
+
+def _np_compact_block(cap_block, v, msk, lo, hi):
+    """Host side of one block of the bracket pass: (count below, count inside, first ``cap_block`` inside)."""
+    below, cand = _np_compact(v, msk, lo, hi)
+    out = np.full((cap_block,), np.inf, v.dtype)
+    out[: min(cand.size, cap_block)] = cand[:cap_block]
+    return np.int32(below), np.int32(cand.size), out
+
+
+def _np_pick(buf, shifted):
+    return (np.partition(buf, shifted)[shifted],)
 
 
 def select_ranks(fold, ranks, count: int, dtype, sample_fn, *, block_entries: int, axis_name=None, host=None):
@@ -279,16 +297,8 @@ def select_ranks(fold, ranks, count: int, dtype, sample_fn, *, block_entries: in
 
     def compact(v, msk):
         if host:
-
-            def cb(v, msk, lo, hi):  # the callback receives jax Arrays: work on NumPy views
-                v, msk, lo, hi = (np.asarray(a) for a in (v, msk, lo, hi))
-                below, cand = _np_compact(v, msk, lo, hi)
-                out = np.full((cap_block,), np.inf, v.dtype)
-                out[: min(cand.size, cap_block)] = cand[:cap_block]
-                return np.int32(below), np.int32(cand.size), out
-
             shapes = (jax.ShapeDtypeStruct((), jnp.int32),) * 2 + (jax.ShapeDtypeStruct((cap_block,), dtype),)
-            return jax.pure_callback(cb, shapes, v, msk, lo, hi, vmap_method="sequential")
+            return host_call(functools.partial(_np_compact_block, cap_block), shapes, v, msk, lo, hi)
         v, msk = v.reshape(-1), msk.reshape(-1)
         inside = msk & (v >= lo) & (v <= hi)
         idx = jnp.nonzero(inside, size=cap_block, fill_value=0)[0]
@@ -315,11 +325,7 @@ def select_ranks(fold, ranks, count: int, dtype, sample_fn, *, block_entries: in
 
     def from_buffer():
         if host:
-            shape = jax.ShapeDtypeStruct((len(ranks),), dtype)
-            return jax.pure_callback(
-                lambda b, s: np.partition(np.asarray(b), np.asarray(s))[np.asarray(s)], shape, buf, shifted,
-                vmap_method="sequential",
-            )
+            return host_call(_np_pick, [jax.ShapeDtypeStruct((len(ranks),), dtype)], buf, shifted)[0]
         return jnp.sort(buf)[shifted]
 
     def fallback():
