@@ -53,7 +53,7 @@ import numpy as np
 
 from steinax._host import host_call
 from steinax.kernels.pairwise import fold_row_blocks, squared_distances
-from steinax.kernels.select import _uint_type, dense_source, host_select, kth_from_source, select_ranks, use_host
+from steinax.kernels.select import _bracket_ranks, _uint_type, dense_source, host_select, kth_from_source, select_ranks, use_host
 
 __all__ = ["BANDWIDTH_RULES", "median_bandwidth", "kth_smallest"]
 
@@ -164,47 +164,110 @@ def _blocked_median(particles, block_size, pairs_only: bool, axis_name=None):
     return _median_of(vals)
 
 
-_SMALL_PAIRS = 2**17  # up to n of about 512
-_HOST_PAIRS = 2**22  # per-coordinate introselect on the host up to n of about 2900 (CPU backend)
+# ---------------------------------------------------------------- per-coordinate medians
+#
+# For one coordinate, sort the values: ``xs[0] <= ... <= xs[n-1]``. The pairs'
+# differences are then ``fl(xs[j] - xs[i]) >= 0`` for ``j > i`` (``fl(a - b) = -fl(b - a)``,
+# so these are exactly the ``|fl(x_a - x_b)|`` of the unsorted pairs), and for a
+# fixed row ``i`` they are non-decreasing in ``j`` (rounding is monotone). So the
+# number of pairs below a threshold is a binary search per row, with the exact
+# predicate ``fl(xs[j] - xs[i]) <= t`` (not ``xs[j] <= xs[i] + t``, which rounds
+# differently). Squaring is monotone, so the median of the squared differences
+# comes from the middle differences. Both versions below are exact, hence identical.
+
+
+def _row_bounds(xs, t, strict: bool, xp, square: bool = False):
+    """First ``j > i`` with ``xs[c, j] - xs[c, i]`` above ``t[c]`` (``>= t`` if ``strict``), for every ``(c, i)``.
+
+    ``xs``: ``[d, n]`` sorted rows; ``t``: ``[d]``. Vectorised binary search (``xp`` is
+    ``numpy`` or ``jax.numpy``). With ``square`` the rounded square of the difference
+    is compared (also monotone in ``j``).
+    """
+    d, n = xs.shape
+    lo = xp.broadcast_to(xp.arange(1, n + 1), (d, n))
+    hi = xp.full((d, n), n)
+    take = (lambda idx: np.take_along_axis(xs, idx, axis=1)) if xp is np else (lambda idx: jnp.take_along_axis(xs, idx, axis=1))
+    for _ in range(max(1, int(n).bit_length())):
+        mid = (lo + hi) // 2
+        diff = take(xp.minimum(mid, n - 1)) - xs
+        if square:
+            diff = diff * diff
+        inside = (diff < t[:, None]) if strict else (diff <= t[:, None])
+        go = (lo < hi) & inside
+        hi = xp.where((lo < hi) & ~inside, mid, hi)
+        lo = xp.where(go, mid + 1, lo)
+    return lo
 
 
 def _host_per_dimension_median(particles):
-    """Per-coordinate median of ``(x_id - x_jd)^2`` over ``i < j``, by introselect on the host."""
+    """Per-coordinate median of ``fl(x_id - x_jd)^2`` over ``i < j``, exact, in NumPy (CPU backend).
+
+    A sample of pair differences per coordinate brackets the middle ranks (as in
+    :mod:`steinax.kernels.select`); the per-row binary searches count the pairs
+    below the bracket and delimit those inside it, which are gathered and
+    partitioned. Cost ``O(d n log n)`` plus ``O(d n^2 / sqrt(m))`` candidates, not
+    ``O(d n^2)``. A coordinate whose bracket misses is partitioned in full.
+    """
     x = np.asarray(particles)
-    n = x.shape[0]
-    iu, ju = np.triu_indices(n, k=1)
-    out = np.empty(x.shape[1], x.dtype)
-    for d in range(x.shape[1]):
-        out[d] = _host_median((x[iu, d] - x[ju, d]) ** 2, None)
+    n, d = x.shape
+    count = n * (n - 1) // 2
+    ranks = _middle_ranks(count)
+    xs = np.ascontiguousarray(np.sort(x, axis=0).T)  # [d, n]
+    m = int(min(count, 2**14))
+    rng = np.random.default_rng(0)
+    i, j = rng.integers(0, n, (2, m))
+    j = np.where(i == j, (j + 1) % n, j)
+    sample = np.abs(xs[:, i] - xs[:, j])  # [d, m]
+    lo_r, hi_r = _bracket_ranks(ranks, count, m)
+    picks = sorted({min(max(r, 0), m - 1) for r in (lo_r, hi_r)})
+    part = np.partition(sample, picks, axis=1)
+    lo_t = part[:, lo_r] if lo_r >= 0 else np.zeros(d, x.dtype)
+    hi_t = part[:, hi_r] if hi_r < m else np.full(d, np.inf, x.dtype)
+    start = _row_bounds(xs, lo_t, True, np)  # first j with diff >= lo
+    stop = _row_bounds(xs, hi_t, False, np)  # first j with diff > hi
+    first = np.arange(1, n + 1)
+    below = (start - first).sum(axis=1)
+    out = np.empty(d, x.dtype)
+    for c in range(d):
+        lens = stop[c] - start[c]
+        shifted = [r - int(below[c]) for r in ranks]
+        if shifted[0] >= 0 and shifted[-1] < int(lens.sum()):
+            rows = np.repeat(np.arange(n), lens)
+            offsets = np.repeat(np.cumsum(lens) - lens, lens)
+            cols = start[c][rows] + np.arange(rows.size) - offsets
+            cand = xs[c, cols] - xs[c, rows]
+        else:  # the bracket missed: every pair
+            iu, ju = np.triu_indices(n, k=1)
+            cand, shifted = xs[c, ju] - xs[c, iu], ranks
+        mid = np.partition(cand, shifted)[shifted]
+        sq = mid * mid
+        out[c] = sq[0] if sq.size == 1 else 0.5 * (sq[0] + sq[1])
     return (out,)
 
 
 def _median_pairwise_1d(col: jax.Array) -> jax.Array:
-    """Median of ``(x_i - x_j)^2`` over ``i < j`` for one coordinate, in O(n log n) memory O(n).
+    """Median of ``fl(x_i - x_j)^2`` over ``i < j`` for one coordinate, on the device, memory O(n).
 
-    Counting pairs with ``x_j - x_i <= t`` on the sorted column is a
-    ``searchsorted``; the median distance is found by bisection on bit patterns.
+    Bisection on the bit patterns of the ``k``-th squared difference, each step
+    counting the pairs below a threshold by the exact per-row binary search (see
+    above). The squares are selected, not squared afterwards: inside ``jit`` XLA may
+    fuse a square into the final mean (a fused multiply-add), which rounds differently.
     """
     n = col.shape[0]
     count = n * (n - 1) // 2
-    if count <= _SMALL_PAIRS:
-        # few pairs: sorting them is cheaper than a bisection loop (numpy median convention)
-        i, j = jnp.triu_indices(n, k=1)
-        sq = jnp.sort((col[i] - col[j]) ** 2)
-        return sq[count // 2] if count % 2 == 1 else 0.5 * (sq[count // 2 - 1] + sq[count // 2])
-    xs = jnp.sort(col)
-    idx = jnp.arange(n)
+    xs = jnp.sort(col)[None, :]
     dtype = col.dtype
     utype = _uint_type(dtype)
     nbits = 8 * jnp.dtype(dtype).itemsize
+    first = jnp.arange(1, n + 1)
 
-    def n_le(t):  # number of pairs i<j with xs[j]-xs[i] <= t
-        pos = jnp.searchsorted(xs, xs + t, side="right")
-        return jnp.sum(pos - idx - 1)
+    def n_le(t):  # number of pairs i < j with fl(fl(xs[j] - xs[i])^2) <= t
+        return jnp.sum(_row_bounds(xs, t[None], False, jnp, square=True)[0] - first)
 
     def kth(k):
         lo = jnp.zeros((), utype)
-        hi = jax.lax.bitcast_convert_type(xs[-1] - xs[0], utype)
+        span = xs[0, -1] - xs[0, 0]
+        hi = jax.lax.bitcast_convert_type(span * span, utype)
 
         def body(_, b):
             lo, hi = b
@@ -215,11 +278,7 @@ def _median_pairwise_1d(col: jax.Array) -> jax.Array:
         lo, hi = jax.lax.fori_loop(0, nbits, body, (lo, hi))
         return jax.lax.bitcast_convert_type(hi, dtype)
 
-    upper = kth(count // 2)
-    if count % 2 == 1:
-        return upper * upper
-    lower = kth(count // 2 - 1)
-    return 0.5 * (lower * lower + upper * upper)  # median of the squared differences
+    return _median_of(jnp.stack([kth(r) for r in _middle_ranks(count)]))
 
 
 def median_bandwidth(
@@ -271,7 +330,7 @@ def median_bandwidth(
     if rule == "per_dimension":
         if n < 2:
             return _finalise(jnp.zeros((particles.shape[1],), dtype), n)
-        if use_host(dtype, axis_name) and n * (n - 1) // 2 <= _HOST_PAIRS:
+        if use_host(dtype, axis_name):
             shape = jax.ShapeDtypeStruct((particles.shape[1],), dtype)
             return _finalise(host_call(_host_per_dimension_median, [shape], particles)[0], n)
         return _finalise(jax.lax.map(_median_pairwise_1d, particles.T), n)

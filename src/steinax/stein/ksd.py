@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from steinax._validation import check_block_size, check_finite_statistic, check_particles, check_scores
-from steinax.kernels.base import IMQ, AbstractKernel, as_kernel
+from steinax.kernels.base import IMQ, AbstractKernel, as_kernel, imq_fast_path
 from steinax.kernels.pairwise import fold_row_blocks, pairwise_plan, squared_distances, stored_squared_distances
 
 __all__ = ["block_ksd", "stein_kernel_pairs", "SteinTerms", "stein_terms", "stein_kernel_from_terms", "stein_kernel_from_profile", "stein_kernel_matrix", "ksd", "ESTIMATORS"]
@@ -246,10 +246,12 @@ def _ksd(particles, scores, kernel, estimator, block_size):
     kernel = kernel.resolve(particles, sqdist, None if plan.store else plan.rows)
 
     def rows(acc, row_index, xr, sr, *dr):
-        terms = stein_terms(xr, sr, particles, scores, kernel.scale, dr[0] if dr else None, for_sums=True,
-                            row_index=row_index)
-        u = stein_kernel_from_terms(kernel, terms)
-        return acc + jnp.sum(jnp.where((row_index >= 0)[:, None], u, 0.0))
+        def block(kernel):
+            terms = stein_terms(xr, sr, particles, scores, kernel.scale, dr[0] if dr else None, for_sums=True,
+                                row_index=row_index)
+            return jnp.sum(jnp.where((row_index >= 0)[:, None], stein_kernel_from_terms(kernel, terms), 0.0))
+
+        return acc + imq_fast_path(kernel, block)
 
     extra = (sqdist,) if plan.store else ()
     total = fold_row_blocks(rows, jnp.zeros((), particles.dtype), n, plan.rows, particles, scores, *extra)
