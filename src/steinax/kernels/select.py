@@ -222,7 +222,7 @@ def _np_compact(v, m, lo, hi):
     return below, (np.concatenate([r[1] for r in results]) if results else v[:0])
 
 
-_THREADED = 2**22  # values from which the host pass uses threads
+_THREADED = 2**19  # values from which the host pass uses threads
 _POOL = []
 
 

@@ -47,7 +47,7 @@ import numpy as np
 
 from steinax._validation import check_block_size, check_finite_statistic, check_particles, check_scores
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel, map_coordinates
-from steinax.kernels.pairwise import fold_row_blocks
+from steinax.kernels.pairwise import fold_row_blocks, pairwise_plan
 from steinax.stein.ksd import check_estimator, stein_kernel_from_terms, stein_terms
 
 __all__ = [
@@ -95,15 +95,16 @@ class GofResult(eqx.Module):
     chains: int = eqx.field(static=True, default=1)
 
 
-def stein_matrix_rows(kind: str, particles, scores, kernel: AbstractKernel):
+def stein_matrix_rows(kind: str, particles, scores, kernel: AbstractKernel, block_size: int | None = None):
     """``rows(row_index, x_rows, s_rows) -> H[rows, :]``, the Stein kernel matrix of ``kind`` by row blocks.
 
-    ``"ksd"``: the Langevin Stein kernel with ``kernel`` resolved on all samples;
+    ``"ksd"``: the Langevin Stein kernel with ``kernel`` resolved on all samples
+    (a median rule in row blocks of ``block_size``, never an ``[n, n]`` matrix, when given);
     ``"kcc_sd"``: the sum over coordinates of the 1-D Stein kernels, each
     coordinate's kernel resolved on that coordinate (as :func:`steinax.stein.kcc_sd`).
     """
     if kind == "ksd":
-        kernel = kernel.resolve(particles)
+        kernel = kernel.resolve(particles, None, block_size)
 
         def rows(row_index, xr, sr):
             return stein_kernel_from_terms(kernel, stein_terms(xr, sr, particles, scores, kernel.scale, row_index=row_index))
@@ -213,7 +214,9 @@ def gof_test(
         estimator: ``"v"`` (default) or ``"u"``.
         level: test level in (0, 1).
         n_bootstrap: number of bootstrap draws ``B``.
-        block_size: rows of ``H`` per block (memory O(block_size * n + B * n)).
+        block_size: rows of ``H`` per block (memory O(block_size * n + B * n)); default
+            automatic (:func:`~steinax.kernels.pairwise.pairwise_plan`), so a median-rule
+            kernel never builds the ``[n, n]`` distance matrix at large ``n``.
         bootstrap: ``"iid"`` (independent particles) or ``"dependent"`` (autocorrelated
             chains; see the module docstring).
         block_length: the dependent bootstrap's expected run of equal signs, an
@@ -280,8 +283,10 @@ def _gof(kind, samples, scores, kernel, w, estimator, level, block_size):
     """The test's statistic, p-value, threshold and discrepancy from multipliers ``w`` ``[B, n]`` (compiled)."""
     n = samples.shape[0]
     n_bootstrap = w.shape[0]
-    rows = stein_matrix_rows(kind, samples, scores, kernel)
     dtype = samples.dtype
+    # automatic blocks by default: a block holds H's rows, their products with the B multipliers and the terms
+    block_size = pairwise_plan(n, dtype, block_size, store_wanted=False, arrays=6, columns=n + n_bootstrap).rows
+    rows = stein_matrix_rows(kind, samples, scores, kernel, block_size)
 
     def block(acc, row_index, xr, sr):
         total, diag, boot = acc

@@ -14,7 +14,7 @@ import numpy as np
 
 from steinax._validation import check_block_size, check_particles, check_scores
 from steinax.kernels.base import AbstractKernel
-from steinax.kernels.pairwise import fold_row_blocks, squared_distances
+from steinax.kernels.pairwise import fold_row_blocks, pairwise_plan, stored_squared_distances
 from steinax.stein.ksd import ESTIMATORS, SteinTerms, _ratios, _stein_kernel_diagonal, stein_terms
 
 __all__ = [
@@ -141,14 +141,13 @@ def kernel_ksds(particles, scores, kernels, estimator: str = "v", *, sqdist=None
     """
     _check_scalar_scales(kernels)
     n = particles.shape[0]
-    dense = block_size is None or block_size >= n
 
-    def block(acc, idx, xr, sr):
-        d2 = sqdist if dense else None
-        terms = stein_terms(xr, sr, particles, scores, None, d2, for_sums=True, row_index=None if dense else idx)
+    def block(acc, idx, xr, sr, *dr):
+        terms = stein_terms(xr, sr, particles, scores, None, dr[0] if dr else None, for_sums=True, row_index=idx)
         return acc + multi_kernel_block(kernels, terms, _padding_mask(idx, n, block_size))[0]
 
-    sums = fold_row_blocks(block, jnp.zeros((len(kernels),), particles.dtype), n, block_size, particles, scores)
+    extra = () if sqdist is None else (sqdist,)  # stored distances are read block by block
+    sums = fold_row_blocks(block, jnp.zeros((len(kernels),), particles.dtype), n, block_size, particles, scores, *extra)
     return kernel_ksds_from_sums(sums, particles, scores, kernels, estimator)
 
 
@@ -186,7 +185,8 @@ def mksd(particles, scores, kernels, weights=None, estimator: str = "v", *, bloc
             (``"eq21"`` or ``"normalized"``; the latter gives maxMKSD, eq. 15).
             Default ``"normalized"``.
         estimator: ``"v"`` or ``"u"``.
-        block_size: evaluate in row blocks of this size (memory O(m * block_size * n)).
+        block_size: evaluate in row blocks of this size (memory O(m * block_size * n));
+            default automatic (:func:`~steinax.kernels.pairwise.pairwise_plan`).
     """
     particles = check_particles(particles)
     scores = check_scores(scores, particles)
@@ -202,10 +202,12 @@ def mksd(particles, scores, kernels, weights=None, estimator: str = "v", *, bloc
 
 @eqx.filter_jit
 def _mksd(particles, scores, kernels, weights, estimator, block_size):
-    dense = block_size is None or block_size >= particles.shape[0]
-    sqdist = squared_distances(particles, particles) if dense else None
-    resolved = [k.resolve(particles, sqdist, block_size) for k in kernels]
-    s = kernel_ksds(particles, scores, resolved, estimator, sqdist=sqdist, block_size=block_size)
+    n = particles.shape[0]
+    plan = pairwise_plan(n, particles.dtype, block_size, store_wanted=any(k.reads_distances for k in kernels),
+                         arrays=4 + 2 * len(kernels))
+    sqdist = stored_squared_distances(particles, plan.rows) if plan.store else None
+    resolved = [k.resolve(particles, sqdist, None if plan.store else plan.rows) for k in kernels]
+    s = kernel_ksds(particles, scores, resolved, estimator, sqdist=sqdist, block_size=plan.rows)
     if isinstance(weights, str):
         weights = mk_weights(s, weights)
     return jnp.sum(jnp.asarray(weights, s.dtype) * s)
