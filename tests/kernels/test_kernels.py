@@ -98,3 +98,28 @@ def test_self_distances_are_exactly_zero(key):
     blocked = squared_distances(x[2:5], x, row_index=jnp.array([2, 3, 4]))
     assert bool(jnp.all(jnp.array([blocked[0, 2], blocked[1, 3], blocked[2, 4]]) == 0.0))
     np.testing.assert_allclose(blocked, squared_distances(x, x)[2:5], rtol=1e-5)
+
+
+def test_imq_half_power_fast_path_matches_general_power_and_its_derivatives():
+    """``beta = -1/2`` runs an ``rsqrt`` copy (``imq_fast_path``): same values and derivatives, also in ``beta``."""
+    from steinax.kernels.base import imq_fast_path
+
+    s = jnp.linspace(0.0, 5.0, 11)
+    half = IMQ(0.7, -0.5)
+
+    def total(kernel):
+        return sum(jnp.sum(p) for p in kernel.profile(s))
+
+    fast = jax.jit(lambda k: imq_fast_path(k, total))
+    np.testing.assert_allclose(fast(half), total(half), rtol=1e-6)
+    np.testing.assert_allclose(fast(IMQ(0.7, -0.3)), total(IMQ(0.7, -0.3)), rtol=1e-6)
+    # d/dbeta and d/dc through the fast branch equal the general power's (float64 closed form)
+    c, b = 0.7, -0.5
+    base = c * c + np.linspace(0.0, 5.0, 11)
+    want_beta = np.sum(base**b * np.log(base) * (1 + b / base + (b - 1) * b / base**2)
+                       + base**b * (1 / base + (2 * b - 1) / base**2))
+    g = jax.grad(lambda beta: fast(IMQ(0.7, beta)))(-0.5)
+    np.testing.assert_allclose(g, want_beta, rtol=1e-4)
+    g_c = jax.grad(lambda cc: fast(IMQ(cc, -0.5)))(0.7)
+    g_c_general = jax.grad(lambda cc: total(IMQ(cc, -0.5)))(0.7)
+    np.testing.assert_allclose(g_c, g_c_general, rtol=1e-5)
