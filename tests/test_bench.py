@@ -66,6 +66,7 @@ def test_bad_input(tmp_path, capsys):
     assert not (tmp_path / "b").exists()  # nothing written
 
 
+@pytest.mark.slow  # ~40-50 s; runs in CI's slow pass
 def test_baselines_and_liu_dev_set_options(tmp_path, capsys):
     """SGLD, pSGLD and NUTS rows next to SVGD; the dev-set options change the settings key (so they never mix
     with plain runs) and give finite metrics."""

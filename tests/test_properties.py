@@ -99,6 +99,7 @@ def test_matrix_methods_are_permutation_equivariant():
                                    m.direction(None, x, s, None, curv)[0][perm], **tolerance(jnp.float32, 10.0))
 
 
+@pytest.mark.slow  # ~40-50 s; runs in CI's slow pass
 def test_float64_runs_of_every_engine():
     """MK-SVGD, CC-SVGD, matrix SVGD, SVN, KCC-SD, MKSD and gof_test in float64: float64 outputs, equal to float32 to float32 rounding."""
     x32 = jax.random.normal(jax.random.key(0), (40, 3))

@@ -1,3 +1,4 @@
+import pytest
 import os
 import stat
 
@@ -6,6 +7,7 @@ from steinax._io import default_file_mode
 from steinax.cli import main
 
 
+@pytest.mark.slow  # ~40-50 s; runs in CI's slow pass
 def test_demo_writes_figure_and_table(tmp_path, capsys):
     out = tmp_path / "demo.png"
     assert main(["demo", "--quick", "--particles", "12", "--steps", "20", "--out", str(out)]) == 0
