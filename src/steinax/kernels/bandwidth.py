@@ -100,14 +100,6 @@ def _np_select(ranks, values, mask=None):
     return (host_select(values, ranks, mask).astype(values.dtype),)
 
 
-def _host_median(values, mask):
-    """numpy-convention median on the host (:func:`~steinax.kernels.select.host_select`)."""
-    v = np.asarray(values)
-    count = int(v.size if mask is None else np.count_nonzero(mask))
-    r = host_select(v, _middle_ranks(count), mask)
-    return (r[0] if r.size == 1 else 0.5 * (r[0] + r[1])).astype(v.dtype)
-
-
 def kth_smallest(values: jax.Array, k: int, mask: jax.Array | None = None) -> jax.Array:
     """Exact ``k``-th smallest (0-based) of the non-negative floats in ``values`` (bisection on bit patterns).
 
