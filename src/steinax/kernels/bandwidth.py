@@ -178,10 +178,9 @@ def _row_bounds(xs, t, strict: bool, xp, square: bool = False):
     d, n = xs.shape
     lo = xp.broadcast_to(xp.arange(1, n + 1), (d, n))
     hi = xp.full((d, n), n)
-    take = (lambda idx: np.take_along_axis(xs, idx, axis=1)) if xp is np else (lambda idx: jnp.take_along_axis(xs, idx, axis=1))
     for _ in range(max(1, int(n).bit_length())):
         mid = (lo + hi) // 2
-        diff = take(xp.minimum(mid, n - 1)) - xs
+        diff = xp.take_along_axis(xs, xp.minimum(mid, n - 1), axis=1) - xs
         if square:
             diff = diff * diff
         inside = (diff < t[:, None]) if strict else (diff <= t[:, None])

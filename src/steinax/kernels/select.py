@@ -222,7 +222,7 @@ def _np_compact(v, m, lo, hi):
     return below, (np.concatenate([r[1] for r in results]) if results else v[:0])
 
 
-_THREADED = 2**19  # values from which the host pass uses threads
+_THREADED = 2**23  # values from which the host pass uses threads (measured: 32 -> 24 ms at 25 M, no gain at 4 M)
 _POOL = []
 
 

@@ -46,7 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from steinax._validation import check_block_size, check_finite_statistic, check_particles, check_scores
-from steinax.kernels.base import IMQ, AbstractKernel, as_kernel, map_coordinates
+from steinax.kernels.base import IMQ, AbstractKernel, as_kernel, imq_fast_path, map_coordinates
 from steinax.kernels.pairwise import fold_row_blocks, pairwise_plan
 from steinax.stein.ksd import check_estimator, stein_kernel_from_terms, stein_terms
 
@@ -107,7 +107,10 @@ def stein_matrix_rows(kind: str, particles, scores, kernel: AbstractKernel, bloc
         kernel = kernel.resolve(particles, None, block_size)
 
         def rows(row_index, xr, sr):
-            return stein_kernel_from_terms(kernel, stein_terms(xr, sr, particles, scores, kernel.scale, row_index=row_index))
+            def block(k):
+                return stein_kernel_from_terms(k, stein_terms(xr, sr, particles, scores, k.scale, row_index=row_index))
+
+            return imq_fast_path(kernel, block)
 
         return rows
     kernels = map_coordinates(lambda col, s_col, k_i: k_i.resolve(col), particles, scores, kernel)
