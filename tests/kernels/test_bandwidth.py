@@ -94,3 +94,26 @@ def test_rbf_resolves_rule(key):
     np.testing.assert_array_equal(k.bandwidth, median_bandwidth(x, "pairs"))
     with pytest.raises(ValueError, match="rule"):
         median_bandwidth(x, "mean")
+
+
+@pytest.mark.parametrize("n", [2, 3, 8, 9, 257])
+def test_stored_median_reads_the_packed_upper_triangle_and_equals_the_full_matrix_median(n):
+    """``"liu"``/``"pairs"`` on a stored matrix select among the ``i < j`` entries only (one gather, half the data).
+
+    The packed triangle holds exactly the upper entries; the stored matrix is symmetric bit for bit (the
+    assumption that lets the lower triangle go unread), so the result equals numpy's median of all ``n^2``
+    entries and of the pairs exactly.
+    """
+    from steinax.kernels.bandwidth import _middle_ranks, _packed_upper_triangle, _stored_median
+    from steinax.kernels.pairwise import auto_block_size, stored_squared_distances
+
+    x = jax.random.normal(jax.random.key(n), (n, 5))
+    for rows in (None, auto_block_size(n, n, jnp.float32) or None, max(1, n // 3)):
+        d = np.asarray(stored_squared_distances(x, rows))
+        np.testing.assert_array_equal(d, d.T)
+        iu = np.triu_indices(n, 1)
+        np.testing.assert_array_equal(np.sort(np.asarray(_packed_upper_triangle(jnp.asarray(d)))), np.sort(d[iu]))
+        for pairs, values in ((False, d.reshape(-1)), (True, d[iu])):
+            want = np.sort(values)[_middle_ranks(values.size)]
+            want = want[0] if want.size == 1 else np.float32(0.5) * (want[0] + want[1])
+            assert float(_stored_median(jnp.asarray(d), pairs)) == float(want)

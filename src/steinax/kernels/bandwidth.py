@@ -37,8 +37,10 @@ Cost: never a sort of ``n^2`` values. The exact median is found by the
 bracket-and-compact selection of :mod:`steinax.kernels.select`: a sample of the
 distances brackets the middle ranks, one pass counts the distances below the
 bracket and keeps the few inside it, and those are partitioned. On a stored
-``D`` (dense mode) that is one pass over ``D`` (on the CPU backend, in NumPy
-through one host callback); in blocked mode the distances are recomputed block
+``D`` (dense mode) that is one pass over its strict upper triangle, gathered
+into one vector (the ``n^2`` entries are the ``n`` zeros and each pair twice, so
+``"liu"``'s middle ranks map to pair ranks; on the CPU backend in NumPy through
+one host call); in blocked mode the distances are recomputed block
 by block in that one pass and never stored. Both are exact, so permuting,
 blocking or sharding the particles does not change ``h``.
 """
@@ -68,36 +70,67 @@ def _middle_ranks(count: int) -> list[int]:
     return [count // 2] if count % 2 == 1 else [count // 2 - 1, count // 2]
 
 
-def _dense_median(values: jax.Array, count: int, mask: jax.Array | None = None, axis_name=None) -> jax.Array:
-    """Exact median of a materialised array (:mod:`steinax.kernels.select`).
+def _dense_select(values: jax.Array, ranks, axis_name=None) -> jax.Array:
+    """Exact values at ``ranks`` of a materialised 1-D array (:mod:`steinax.kernels.select`).
 
-    On the CPU backend one host callback brackets the middle ranks from a
-    sample, compacts the few values in the bracket and partitions them (about
-    15x faster than one ``np.partition`` of everything at ``n = 5000``); on
-    accelerators the same algorithm runs on the device.
+    On the CPU backend one host call brackets the ranks from a sample, compacts
+    the few values in the bracket and partitions them (about 15x faster than one
+    ``np.partition`` of everything at ``n = 5000``); on accelerators the same
+    algorithm runs on the device.
     """
-    ranks = _middle_ranks(count)
+    ranks = [int(r) for r in ranks]
     if use_host(values.dtype, axis_name):
         shape = jax.ShapeDtypeStruct((len(ranks),), values.dtype)
-        args = (values,) if mask is None else (values, mask)
-        return _median_of(host_call(functools.partial(_np_select, tuple(ranks)), [shape], *args)[0])
-    flat = values.reshape(-1)
-    flat_mask = None if mask is None else mask.reshape(-1)
-    size = flat.shape[0]
+        return host_call(functools.partial(_np_select, tuple(ranks)), [shape], values)[0]
+    size = values.shape[0]
 
     def sample(key, m):
-        if flat_mask is None:
-            return flat[jax.random.randint(key, (m,), 0, size)]
-        # masked: rejection-free sampling is not needed for a bracket; draw more, keep unmasked first
-        pos = jax.random.randint(key, (4 * m,), 0, size)
-        keep = jnp.argsort(~flat_mask[pos], stable=True)[:m]
-        return flat[pos[keep]]
+        return values[jax.random.randint(key, (m,), 0, size)]
 
-    return _median_of(select_ranks(dense_source(values, mask), ranks, count, values.dtype, sample, block_entries=size))
+    return select_ranks(dense_source(values), ranks, size, values.dtype, sample, block_entries=size)
 
 
-def _np_select(ranks, values, mask=None):
-    return (host_select(values, ranks, mask).astype(values.dtype),)
+def _np_select(ranks, values):
+    return (host_select(values, ranks).astype(values.dtype),)
+
+
+def _packed_upper_triangle(sqdist: jax.Array) -> jax.Array:
+    """The ``n(n-1)/2`` entries ``i < j`` of an ``[n, n]`` matrix as one vector, by one gather.
+
+    Row ``r``'s part (``n - 1 - r`` entries) and row ``n - 1 - r``'s part (``r``
+    entries) fill one row of an ``[n // 2, n - 1]`` rectangle; for odd ``n`` the
+    middle row's part is appended.
+    """
+    n = sqdist.shape[0]
+    half = n // 2
+    r = jnp.arange(half)[:, None]
+    c = jnp.arange(n - 1)[None, :]
+    first = c < n - 1 - r
+    packed = sqdist[jnp.where(first, r, n - 1 - r), jnp.where(first, r + 1 + c, c + 1)].reshape(-1)
+    if n % 2:
+        packed = jnp.concatenate([packed, sqdist[half, half + 1 :]])
+    return packed
+
+
+def _stored_median(sqdist: jax.Array, pairs: bool, axis_name=None) -> jax.Array:
+    """The ``"liu"`` or ``"pairs"`` median of a stored ``[n, n]`` distance matrix, from its strict upper triangle.
+
+    The ``n^2`` entries of a distance matrix are its ``n`` zero diagonal entries and
+    every pair's distance twice, so the ``k``-th smallest of them is ``0`` for
+    ``k < n`` and the ``(k - n) // 2``-th smallest pair distance otherwise: both
+    rules select among the ``n(n-1)/2`` pairs (half the data of the full matrix).
+    The lower triangle is not read; it equals the upper one bit for bit when the
+    matrix comes from one product ``x x^T`` (checked in the tests).
+    """
+    n = sqdist.shape[0]
+    tri = _packed_upper_triangle(sqdist)
+    if pairs:
+        return _median_of(_dense_select(tri, _middle_ranks(tri.shape[0]), axis_name))
+    full = _middle_ranks(n * n)
+    pair_ranks = sorted({(k - n) // 2 for k in full if k >= n})
+    picked = _dense_select(tri, pair_ranks, axis_name) if pair_ranks else None
+    zero = jnp.zeros((), sqdist.dtype)
+    return _median_of(jnp.stack([zero if k < n else picked[pair_ranks.index((k - n) // 2)] for k in full]))
 
 
 def kth_smallest(values: jax.Array, k: int, mask: jax.Array | None = None) -> jax.Array:
@@ -316,8 +349,7 @@ def median_bandwidth(
             return _finalise(_blocked_median(particles, block_size, pairs, axis_name), n)
         if sqdist is None:
             sqdist = squared_distances(particles, particles)
-        mask = jnp.triu(jnp.ones((n, n), dtype=bool), k=1) if pairs else None
-        return _finalise(_dense_median(sqdist, count, mask), n)
+        return _finalise(_stored_median(sqdist, pairs), n)
     if rule == "per_dimension":
         if n < 2:
             return _finalise(jnp.zeros((particles.shape[1],), dtype), n)
@@ -333,5 +365,5 @@ def median_bandwidth(
         else:
             sub = particles[jax.random.permutation(rng_key, n)[:max_points]]
         # the log factor uses the full n: the subsample only estimates the median
-        return _finalise(_dense_median(squared_distances(sub, sub), max_points * max_points, None, axis_name), n)
+        return _finalise(_stored_median(squared_distances(sub, sub), False, axis_name), n)
     raise ValueError(f"`rule` must be one of {BANDWIDTH_RULES}; received {rule!r}")
