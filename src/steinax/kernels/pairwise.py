@@ -166,6 +166,10 @@ def squared_distances(
         ``eps * ||x - centre||^2``, which in float32 and high dimension would make
         ``k(x, x)`` visibly differ from ``kappa(0)``.
     """
+    if x.shape[-1] == 1:  # one coordinate (CC-SVGD, KCC-SD): the direct difference is exact and fuses
+        diff = x - y.T
+        d2 = diff * diff
+        return d2 if scale is None else d2 / jnp.reshape(jnp.asarray(scale, x.dtype), ())
     if row_index is None and x is y:
         row_index = jnp.arange(x.shape[0])
     centre = jnp.mean(y, axis=0, keepdims=True)

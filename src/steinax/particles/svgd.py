@@ -49,6 +49,11 @@ def stein_direction_rows(kmat, rmat, x_rows, particles, scores, col_scale=1.0, r
     """
     centre = jnp.mean(particles, axis=0, keepdims=True)  # the repulsion is translation invariant
     xc, xr = particles - centre, x_rows - centre
+    if particles.shape[1] == 1:
+        # one coordinate (CC-SVGD): one fused row reduction of the elementwise terms; a matrix-vector
+        # product would first write the kernel block out
+        r = ratio * kmat if rmat is None else rmat
+        return jnp.sum(kmat * scores.T + col_scale * r * (xc.T - xr), axis=1, keepdims=True)
     if ratio is not None:
         c = ratio * col_scale
         return kmat @ (scores + c * xc) - c * jnp.sum(kmat, axis=1, keepdims=True) * xr
