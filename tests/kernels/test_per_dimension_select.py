@@ -38,6 +38,12 @@ def test_host_and_device_equal_numpy_median(kind, n):
     np.testing.assert_array_equal(np.asarray(got), want)
 
 
+def test_host_path_split_over_threads_equals_numpy_median():
+    # n^2 d >= 2^22: the coordinates are split into groups run on the thread pool
+    x = _data("normal", 300, 50, np.random.default_rng(7))
+    np.testing.assert_array_equal(_host_per_dimension_median(x)[0], _naive(x))
+
+
 def test_rule_is_permutation_invariant_and_jit_equals_eager():
     x = jnp.asarray(_data("normal", 600, 4, np.random.default_rng(0)))
     perm = jax.random.permutation(jax.random.key(1), 600)

@@ -224,13 +224,13 @@ def _np_compact(v, m, lo, hi):
 
 _THREADED = 2**23  # values from which the host pass uses threads (measured: 32 -> 24 ms at 25 M, no gain at 4 M)
 _POOL = []
+POOL_WORKERS = min(8, os.cpu_count() or 1)
 
 
 def _pool():
     """A process-wide thread pool with one worker per core (None on a single core)."""
     if not _POOL:
-        workers = min(8, os.cpu_count() or 1)
-        _POOL.append(concurrent.futures.ThreadPoolExecutor(workers) if workers > 1 else None)
+        _POOL.append(concurrent.futures.ThreadPoolExecutor(POOL_WORKERS) if POOL_WORKERS > 1 else None)
     return _POOL[0]
 
 
