@@ -31,11 +31,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-__all__ = ["particle_mesh", "distributed_mesh", "shard_particles", "gather", "check_mesh", "particle_spec"]
+from steinax.targets.base import AbstractTarget, MinibatchTarget, draw_minibatch
+
+__all__ = ["particle_mesh", "distributed_mesh", "shard_particles", "gather", "check_mesh", "particle_spec",
+           "DataParallelTarget", "data_parallel"]
 
 AXIS = "particles"
 
@@ -110,3 +115,80 @@ def gather(x) -> np.ndarray:
 
         return np.asarray(multihost_utils.process_allgather(x, tiled=True))
     return np.asarray(x)
+
+
+class DataParallelTarget(AbstractTarget):
+    """A :class:`~steinax.targets.MinibatchTarget` whose data are split over a mesh (see :func:`data_parallel`)."""
+
+    target: MinibatchTarget
+    mesh: Mesh = eqx.field(static=True)
+
+    def evaluate(self, rng_key, particles):
+        """Log-densities and scores of all particles, each device summing the log-likelihood of its data shard.
+
+        Every device draws ``B / D`` examples from its own ``N / D`` (a stratified
+        minibatch: the same ``N / B`` estimator, still unbiased), differentiates
+        their sum at every particle, and the sums are added across devices
+        (``psum``); the prior is added once. With ``batch_size=None`` the result is
+        the full-data score, equal to the unsharded one up to the order of the sum.
+        """
+        t, axis = self.target, self.mesh.axis_names[0]
+        local_batch = None if t.batch_size is None or t.batch_size >= t.num_data else t.batch_size // self.mesh.size
+
+        def local(x, data, key):
+            batch, factor = draw_minibatch(jax.random.fold_in(key, jax.lax.axis_index(axis)), data, local_batch,
+                                           t.sampling)
+            value, grad = jax.vmap(jax.value_and_grad(lambda p: factor * jnp.sum(t.per_example_loglik(p, batch))))(x)
+            value, grad = jax.lax.psum(value, axis), jax.lax.psum(grad, axis)
+            prior, prior_grad = jax.vmap(jax.value_and_grad(t.logprior_fn))(x)
+            return value + prior, grad + prior_grad
+
+        data_spec = jax.tree_util.tree_map(lambda _: PartitionSpec(axis), t.data)
+        return jax.shard_map(local, mesh=self.mesh, in_specs=(PartitionSpec(), data_spec, PartitionSpec()),
+                             out_specs=(PartitionSpec(), PartitionSpec()), check_vma=False)(particles, t.data, rng_key)
+
+    # everything else is the wrapped target's (not split over the data)
+    def logdensity(self, x):
+        return self.target.logdensity(x)
+
+    def hessian(self, x):
+        return self.target.hessian(x)
+
+    def fisher(self, rng_key, x):
+        return self.target.fisher(rng_key, x)
+
+    def per_example_loglik(self, x, batch):
+        return self.target.per_example_loglik(x, batch)
+
+    def curvature(self, name, rng_key, particles):
+        return self.target.curvature(name, rng_key, particles)
+
+    def postprocess(self, particles):
+        return self.target.postprocess(particles)
+
+
+def data_parallel(target: MinibatchTarget, mesh: Mesh) -> DataParallelTarget:
+    """``target`` with its dataset split over ``mesh`` and its scores summed across the devices.
+
+    For models whose data, not particles, are large: the scores' cost is spread
+    over the devices (``jax.shard_map``, a ``psum`` of ``n x d`` partial scores).
+    Combine with ``svgd(mesh=mesh)`` to split the pairwise work too. The data are
+    placed on the mesh here, once.
+
+    Raises:
+        TypeError: ``target`` is not a :class:`~steinax.targets.MinibatchTarget`, or ``mesh`` not a mesh.
+        ValueError: the devices do not divide the number of examples ``N`` or the batch size ``B``.
+    """
+    if not isinstance(target, MinibatchTarget):
+        raise TypeError("`target` must be a steinax.targets.MinibatchTarget (a prior, a per-example "
+                        f"log-likelihood and data); received {type(target).__name__}")
+    check_mesh(mesh)
+    n_data, size = target.num_data, mesh.size
+    if n_data % size:
+        raise ValueError(f"the {size} devices of `mesh` do not divide the N = {n_data} examples of `target.data`; "
+                         f"expected N to be a multiple of {size}")
+    if target.batch_size is not None and target.batch_size < n_data and target.batch_size % size:
+        raise ValueError(f"the {size} devices of `mesh` do not divide `batch_size` = {target.batch_size}; expected "
+                         f"a multiple of {size} (each device draws batch_size / {size} of its own examples)")
+    data = jax.tree_util.tree_map(lambda a: shard_particles(a, mesh), target.data)  # rows = examples
+    return DataParallelTarget(eqx.tree_at(lambda t: t.data, target, data), mesh)

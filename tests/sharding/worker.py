@@ -2,6 +2,7 @@
 
     python worker.py single OUT              # 4 CPU devices, one process: unsharded vs sharded
     python worker.py multi OUT PORT RANK     # one of two processes (2 CPU devices each) of a jax.distributed run
+    python worker.py data OUT                # 4 CPU devices: data-parallel minibatch scores
 """
 
 import sys
@@ -34,9 +35,52 @@ def save(out, res):
              bandwidth=np.asarray(res.trace.method["bandwidth"]))
 
 
+def data_parallel(out):
+    """Scores of a regression model with its 64 examples split over 4 devices, against the unsplit target."""
+    from steinax.targets import MinibatchTarget
+
+    mesh = steinax.sharding.particle_mesh()
+    k1, k2 = jax.random.split(jax.random.key(5))
+    features = jax.random.normal(k1, (64, D))
+    y = features @ jnp.array([1.0, -2.0, 0.5]) + 0.1 * jax.random.normal(k2, (64,))
+
+    def loglik(w, example):
+        return -0.5 * (example[0] - example[1] @ w) ** 2
+
+    def logprior(w):
+        return -0.5 * jnp.sum(w * w)
+
+    full = MinibatchTarget(logprior, loglik, (y, features))
+    split = steinax.sharding.data_parallel(full, mesh)
+    x = jax.random.normal(jax.random.key(1), (8, D))
+    want = full.evaluate(jax.random.key(0), x)
+    got = jax.jit(lambda k, p: split.evaluate(k, p))(jax.random.key(0), x)
+    # minibatches of 16 (4 per device): the mean over many draws estimates the full score
+    mini = steinax.sharding.data_parallel(MinibatchTarget(logprior, loglik, (y, features), batch_size=16), mesh)
+    draws = jax.jit(jax.vmap(lambda k, p: mini.evaluate(k, p)[1], in_axes=(0, None)))(
+        jax.random.split(jax.random.key(2), 4000), x)
+    errors = []
+    for bad in (MinibatchTarget(logprior, loglik, (y, features), batch_size=10),  # 4 does not divide B
+                MinibatchTarget(logprior, loglik, (y[:62], features[:62]))):  # nor N
+        try:
+            steinax.sharding.data_parallel(bad, mesh)
+        except ValueError as exc:
+            errors.append(str(exc))
+    x0 = jax.random.normal(jax.random.key(3), (16, D))
+    args = dict(steps=STEPS, optimizer=optax.sgd(1e-2), rng_key=jax.random.key(4), trace_every=1)
+    res = steinax.run(steinax.svgd(mesh=mesh), split, x0, **args)
+    ref = steinax.run(steinax.svgd(), full, x0, **args)
+    np.savez(out, want_logp=np.asarray(want[0]), got_logp=np.asarray(got[0]), want=np.asarray(want[1]),
+             got=np.asarray(got[1]), draw_mean=np.asarray(draws.mean(0)), draw_sd=np.asarray(draws.std(0)),
+             n_draws=draws.shape[0], errors=np.asarray(errors), run=steinax.sharding.gather(res.particles), run_ref=np.asarray(ref.particles))
+
+
 if __name__ == "__main__":
     mode, out = sys.argv[1], sys.argv[2]
-    if mode == "single":
+    if mode == "data":
+        assert jax.device_count() == 4, jax.devices()
+        data_parallel(out)
+    elif mode == "single":
         assert jax.device_count() == 4, jax.devices()
         mesh = steinax.sharding.particle_mesh()
         ref = run(steinax.svgd())
