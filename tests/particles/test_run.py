@@ -199,3 +199,15 @@ def test_bad_inputs(key):
         steinax.run("svgd", _std_normal, x0, **kw)
     with pytest.raises(TypeError, match="target"):
         steinax.run(steinax.svgd(), 3.0, x0, **kw)
+
+
+def test_default_trace_spacing_is_every_20th_step_and_divides_given_checkpoints(tmp_path):
+    """Default ``max(20, steps // 100)`` (a trace point costs ~1.2 steps: ~6% of a run); with an explicit
+    ``checkpoint_every`` the default shrinks to a divisor of it, so a resumed trace equals an uninterrupted one."""
+    x0 = jax.random.normal(jax.random.key(0), (20, 2))
+    args = dict(optimizer=optax.sgd(1e-2), rng_key=jax.random.key(1), progress=False)
+    res = steinax.run(steinax.svgd(), lambda x: -0.5 * jnp.sum(x * x), x0, steps=100, **args)
+    np.testing.assert_array_equal(np.asarray(res.trace.step), np.arange(0, 101, 20))
+    res = steinax.run(steinax.svgd(), lambda x: -0.5 * jnp.sum(x * x), x0, steps=100,
+                      checkpoint=tmp_path / "c.npz", checkpoint_every=50, **args)
+    np.testing.assert_array_equal(np.asarray(res.trace.step), np.arange(0, 101, 10))
