@@ -96,24 +96,31 @@ def test_rbf_resolves_rule(key):
         median_bandwidth(x, "mean")
 
 
-@pytest.mark.parametrize("n", [2, 3, 8, 9, 257])
-def test_stored_median_reads_the_packed_upper_triangle_and_equals_the_full_matrix_median(n):
-    """``"liu"``/``"pairs"`` on a stored matrix select among the ``i < j`` entries only (one gather, half the data).
+@pytest.mark.parametrize("n", [2, 3, 8, 9, 257, 1000])
+@pytest.mark.parametrize("host", [True, False])
+def test_stored_median_reads_the_packed_upper_triangle_and_equals_the_full_matrix_median(n, host, monkeypatch):
+    """``"liu"``/``"pairs"`` on a stored matrix select among the ``i < j`` entries only (half the data).
 
-    The packed triangle holds exactly the upper entries; the stored matrix is symmetric bit for bit (the
-    assumption that lets the lower triangle go unread), so the result equals numpy's median of all ``n^2``
-    entries and of the pairs exactly.
+    The packed rectangle holds exactly the upper entries of any matrix plus ``n // 2`` diagonal zeros; the
+    stored matrix is symmetric bit for bit (the assumption that lets the lower triangle go unread), so the
+    result equals numpy's median of all ``n^2`` entries and of the pairs exactly, on the host (NumPy) and on
+    the device path.
     """
+    from steinax.kernels import bandwidth
     from steinax.kernels.bandwidth import _middle_ranks, _packed_upper_triangle, _stored_median
-    from steinax.kernels.pairwise import auto_block_size, stored_squared_distances
+    from steinax.kernels.pairwise import stored_squared_distances
 
-    x = jax.random.normal(jax.random.key(n), (n, 5))
-    for rows in (None, auto_block_size(n, n, jnp.float32) or None, max(1, n // 3)):
-        d = np.asarray(stored_squared_distances(x, rows))
+    monkeypatch.setattr(bandwidth, "use_host", lambda dtype, axis_name=None: host)
+    iu = np.triu_indices(n, 1)
+    any_matrix = np.asarray(jax.random.uniform(jax.random.key(1), (n, n)) + 1.0) * (1 - np.eye(n, dtype=np.float32))
+    values, zeros = _packed_upper_triangle(jnp.asarray(any_matrix))
+    assert zeros == n // 2 and values.size == iu[0].size + zeros
+    np.testing.assert_array_equal(np.sort(np.asarray(values)), np.concatenate([np.zeros(zeros), np.sort(any_matrix[iu])]))
+    for dim in (5, 100):
+        d = np.asarray(stored_squared_distances(jax.random.normal(jax.random.key(n), (n, dim)) * 3.0 + 1.0))
         np.testing.assert_array_equal(d, d.T)
-        iu = np.triu_indices(n, 1)
-        np.testing.assert_array_equal(np.sort(np.asarray(_packed_upper_triangle(jnp.asarray(d)))), np.sort(d[iu]))
+        assert not d.diagonal().any()
         for pairs, values in ((False, d.reshape(-1)), (True, d[iu])):
             want = np.sort(values)[_middle_ranks(values.size)]
             want = want[0] if want.size == 1 else np.float32(0.5) * (want[0] + want[1])
-            assert float(_stored_median(jnp.asarray(d), pairs)) == float(want)
+            assert float(jax.jit(_stored_median, static_argnums=1)(jnp.asarray(d), pairs)) == float(want)

@@ -94,22 +94,28 @@ def _np_select(ranks, values):
     return (host_select(values, ranks).astype(values.dtype),)
 
 
-def _packed_upper_triangle(sqdist: jax.Array) -> jax.Array:
-    """The ``n(n-1)/2`` entries ``i < j`` of an ``[n, n]`` matrix as one vector, by one gather.
+def _packed_upper_triangle(sqdist: jax.Array) -> tuple[jax.Array, int]:
+    """The ``n(n-1)/2`` entries ``i < j`` of an ``[n, n]`` matrix and ``n // 2`` diagonal zeros, as one vector.
 
-    Row ``r``'s part (``n - 1 - r`` entries) and row ``n - 1 - r``'s part (``r``
-    entries) fill one row of an ``[n // 2, n - 1]`` rectangle; for odd ``n`` the
-    middle row's part is appended.
+    Row ``r < n // 2`` of the packed ``[n // 2, n]`` rectangle is row ``r``'s upper
+    part (columns ``j > r``) followed, where ``j <= r``, by the reversed matrix
+    ``D[n-1-r, n-1-j]``: row ``n - 1 - r``'s upper part and one diagonal zero.
+    Both reads run along rows, so XLA writes the rectangle in one elementwise
+    pass (no gather). For odd ``n`` the middle row's upper part is appended.
+
+    Returns:
+        ``(values, zeros)``: the vector and the number of diagonal zeros in it
+        (the smallest values of a distance matrix, so rank ``k`` among the pairs
+        is rank ``k + zeros`` in the vector).
     """
     n = sqdist.shape[0]
     half = n // 2
     r = jnp.arange(half)[:, None]
-    c = jnp.arange(n - 1)[None, :]
-    first = c < n - 1 - r
-    packed = sqdist[jnp.where(first, r, n - 1 - r), jnp.where(first, r + 1 + c, c + 1)].reshape(-1)
+    c = jnp.arange(n)[None, :]
+    packed = jnp.where(c > r, sqdist[:half], sqdist[::-1, ::-1][:half]).reshape(-1)
     if n % 2:
         packed = jnp.concatenate([packed, sqdist[half, half + 1 :]])
-    return packed
+    return packed, half
 
 
 def _stored_median(sqdist: jax.Array, pairs: bool, axis_name=None) -> jax.Array:
@@ -123,12 +129,17 @@ def _stored_median(sqdist: jax.Array, pairs: bool, axis_name=None) -> jax.Array:
     matrix comes from one product ``x x^T`` (checked in the tests).
     """
     n = sqdist.shape[0]
-    tri = _packed_upper_triangle(sqdist)
     if pairs:
-        return _median_of(_dense_select(tri, _middle_ranks(tri.shape[0]), axis_name))
-    full = _middle_ranks(n * n)
-    pair_ranks = sorted({(k - n) // 2 for k in full if k >= n})
-    picked = _dense_select(tri, pair_ranks, axis_name) if pair_ranks else None
+        pair_ranks = _middle_ranks(n * (n - 1) // 2)
+    else:
+        full = _middle_ranks(n * n)
+        pair_ranks = sorted({(k - n) // 2 for k in full if k >= n})
+    picked = None
+    if pair_ranks:
+        values, zeros = _packed_upper_triangle(sqdist)
+        picked = _dense_select(values, [k + zeros for k in pair_ranks], axis_name)
+    if pairs:
+        return _median_of(picked)
     zero = jnp.zeros((), sqdist.dtype)
     return _median_of(jnp.stack([zero if k < n else picked[pair_ranks.index((k - n) // 2)] for k in full]))
 
