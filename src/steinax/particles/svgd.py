@@ -82,8 +82,10 @@ def _svgd(particles, scores, kernel, block_size):
 
     The layout is :func:`~steinax.kernels.pairwise.pairwise_plan`'s: for a median
     rule the ``[n, n]`` distances are stored when they fit (the median reads them in
-    one pass); the direction is then computed in row blocks, from the stored
-    distances or recomputing them, so no other ``[n, n]`` array exists.
+    one pass) and the direction is one whole-matrix pass over them (at most three
+    ``[n, n]`` arrays: the product, the distances if XLA writes them out, the
+    kernel); otherwise the direction is computed in row blocks, recomputing the
+    distances, so memory stays ``O(block * n)``.
     """
     n = particles.shape[0]
     plan = pairwise_plan(n, particles.dtype, block_size, store_wanted=kernel.reads_distances)
@@ -91,10 +93,9 @@ def _svgd(particles, scores, kernel, block_size):
         sqdist = stored_squared_distances(particles, plan.rows)
         kernel = kernel.resolve(particles, sqdist)
 
-        def block(acc, idx, xr, dr):
-            return acc, _direction_rows(xr, particles, scores, kernel, dr)
-
-        rows = scan_row_blocks(block, (), n, plan.rows, particles, sqdist)[1]
+        # one whole-matrix pass: the stored distances' elementwise corrections fuse into the kernel's
+        # exponential (row blocks would read a written-out matrix; 84 vs 98 ms at n = 5000, d = 100 on CPU)
+        rows = _direction_rows(particles, particles, scores, kernel, sqdist)
     else:
         kernel = kernel.resolve(particles, None, plan.rows)
 
