@@ -34,6 +34,7 @@ def test_quick_bench_writes_tables_and_skips_done_jobs(tmp_path, capsys, monkeyp
     assert "1 to run, 2 already" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # ~23 s; runs in CI's slow pass (the default suite must stay under 10 minutes)
 def test_interrupted_bench_keeps_finished_jobs(tmp_path, monkeypatch):
     out = tmp_path / "b"
     real = bench._one_job
@@ -81,6 +82,7 @@ def test_baselines_and_liu_dev_set_options(tmp_path, capsys):
     assert all(np.isfinite(float(r["rmse"])) and np.isfinite(float(r["loglik"])) for r in rows)
 
 
+@pytest.mark.slow  # ~21 s; runs in CI's slow pass
 def test_matrix_svgd_rows_use_kfac_and_the_mixture_step(tmp_path):
     """matrix_avg / matrix_mix run the BNN with KFAC; the preset's mixture step size is part of its key only."""
     s = bench.BenchSettings(particles=4, steps=10, batch_size=20, learning_rate=5e-3, train_fraction=0.9,
