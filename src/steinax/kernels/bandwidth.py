@@ -164,40 +164,88 @@ def _finalise(med: jax.Array, n: int) -> jax.Array:
 def _blocked_median(particles, block_size, pairs_only: bool, axis_name=None):
     """Median of the squared distances, recomputed block by block, never stored.
 
-    With ``axis_name`` (inside ``shard_map``), ``particles`` are all particles and
-    this device folds over its own share of the rows.
+    Unsharded, the selection reads each pair once: the strict upper triangle,
+    packed as in :func:`_packed_upper_triangle` (row ``i < n/2`` of the top half
+    with the reversed row ``n-1-i``), block by block (:func:`_packed_fold`), so the
+    host compacts half the values of full rows. With ``axis_name`` (inside
+    ``shard_map``), ``particles`` are all particles and this device folds over
+    the full rows of its own share.
     """
     n = particles.shape[0]
-    count = n * (n - 1) // 2 if pairs_only else n * n
-    col = jnp.arange(n)
-    rows, offset = particles, 0
-    if axis_name is not None:
+    if pairs_only:
+        pair_ranks = _middle_ranks(n * (n - 1) // 2)
+    else:
+        full = _middle_ranks(n * n)
+        pair_ranks = sorted({(k - n) // 2 for k in full if k >= n})
+
+    def sample(key, m):
+        i, j = jax.random.randint(key, (2, m), 0, n)
+        j = jnp.where(i == j, (j + 1) % n, j)
+        diff = particles[i] - particles[j]
+        return jnp.sum(diff * diff, axis=-1)
+
+    if axis_name is None:
+        if not pair_ranks:  # n = 1
+            return jnp.zeros((), particles.dtype)
+        fold, count, zeros, block_rows = _packed_fold(particles, block_size)
+        picked = select_ranks(fold, [r + zeros for r in pair_ranks], count, particles.dtype, sample,
+                              block_entries=block_rows * n)
+    else:
+        col = jnp.arange(n)
         n_dev = jax.lax.psum(1, axis_name)
         n_local = n // n_dev
         offset = jax.lax.axis_index(axis_name) * n_local
         rows = jax.lax.dynamic_slice_in_dim(particles, offset, n_local)
 
+        def fold(fn, init):
+            def block(acc, row_index, xr):
+                index = jnp.where(row_index >= 0, row_index + offset, -1)
+                d2 = squared_distances(xr, particles, row_index=index)
+                return fn(acc, d2, (index >= 0)[:, None] & (index[:, None] < col[None, :]))
+
+            return fold_row_blocks(block, init, n_local, block_size, rows)
+
+        block_rows = n_local if block_size is None else min(block_size, n_local)
+        picked = select_ranks(fold, pair_ranks, n * (n - 1) // 2, particles.dtype, sample,
+                              block_entries=block_rows * n, axis_name=axis_name)
+    if pairs_only:
+        return _median_of(picked)
+    zero = jnp.zeros((), particles.dtype)
+    return _median_of(jnp.stack([zero if k < n else picked[pair_ranks.index((k - n) // 2)] for k in full]))
+
+
+def _packed_fold(particles, block_size):
+    """A source over the strict upper triangle of the distances and ``n // 2`` zeros, in row blocks.
+
+    Row ``i < n // 2`` is ``D[i, j]`` for ``j > i`` and ``D[n-1-i, n-1-j]`` (the
+    reversed particles' distances) for ``j <= i``, as in :func:`_packed_upper_triangle`;
+    for odd ``n`` the middle row's upper part is a last block. Blocks of
+    ``block_size // 2`` rows: each holds two ``[rows, n]`` distance blocks, as much
+    as one full-row block of ``block_size`` rows.
+
+    Returns:
+        ``(fold, count, zeros, rows per block)``.
+    """
+    n = particles.shape[0]
+    half = n // 2
+    col = jnp.arange(n)
+    rev = particles[::-1]
+    rows = None if block_size is None else max(1, block_size // 2)
+
     def fold(fn, init):
-        def block(acc, row_index, xr):
-            index = jnp.where(row_index >= 0, row_index + offset, -1)
-            d2 = squared_distances(xr, particles, row_index=index)
-            m = (index >= 0)[:, None]
-            m = m & (index[:, None] < col[None, :]) if pairs_only else jnp.broadcast_to(m, d2.shape)
-            return fn(acc, d2, m)
+        def block(acc, row_index, xr, xr_rev):
+            top = squared_distances(xr, particles, row_index=row_index)
+            bottom = squared_distances(xr_rev, rev, row_index=row_index)  # D[n-1-i, n-1-j]
+            packed = jnp.where(col[None, :] > row_index[:, None], top, bottom)
+            return fn(acc, packed, jnp.broadcast_to((row_index >= 0)[:, None], packed.shape))
 
-        return fold_row_blocks(block, init, rows.shape[0], block_size, rows)
+        acc = fold_row_blocks(block, init, half, rows, particles[:half], rev[:half]) if half else init
+        if n % 2:
+            middle = squared_distances(particles[half : half + 1], particles, row_index=jnp.array([half]))
+            acc = fn(acc, middle, col[None, :] > half)
+        return acc
 
-    def sample(key, m):
-        i, j = jax.random.randint(key, (2, m), 0, n)
-        if pairs_only:
-            j = jnp.where(i == j, (j + 1) % n, j)
-        diff = particles[i] - particles[j]
-        return jnp.sum(diff * diff, axis=-1)
-
-    block_rows = rows.shape[0] if block_size is None else min(block_size, rows.shape[0])
-    vals = select_ranks(fold, _middle_ranks(count), count, particles.dtype, sample,
-                        block_entries=block_rows * n, axis_name=axis_name)
-    return _median_of(vals)
+    return fold, half * n + (n - 1 - half if n % 2 else 0), half, (half if rows is None else min(rows, half)) or 1
 
 
 # ---------------------------------------------------------------- per-coordinate medians

@@ -175,8 +175,7 @@ def squared_distances(
         diff = x - y.T
         d2 = diff * diff
         return d2 if scale is None else d2 / jnp.reshape(jnp.asarray(scale, x.dtype), ())
-    if row_index is None and x is y:
-        row_index = jnp.arange(x.shape[0])
+    whole = row_index is None and x is y
     centre = jnp.mean(y, axis=0, keepdims=True)
     x = x - centre
     y = y - centre
@@ -187,13 +186,19 @@ def squared_distances(
         y = y * inv
     xx = jnp.sum(x * x, axis=-1)
     yy = jnp.sum(y * y, axis=-1)
-    d2 = jnp.maximum(xx[:, None] + yy[None, :] - 2.0 * (x @ y.T), 0.0)
+    d2 = xx[:, None] + yy[None, :] - 2.0 * (x @ y.T)
+    if whole:
+        # the whole square matrix: clamp and an elementwise select, not a scatter, keep it one elementwise
+        # function of the product, which XLA fuses into its readers (a stored matrix's) instead of writing it out
+        i = jax.lax.broadcasted_iota(jnp.int32, d2.shape, 0)
+        return jnp.where(i == jax.lax.broadcasted_iota(jnp.int32, d2.shape, 1), 0.0, jnp.maximum(d2, 0.0))
     if row_index is not None:
-        # an elementwise select, not a scatter: the whole expression stays one elementwise function of the
-        # product, which XLA fuses into its consumers (a stored matrix's readers) instead of writing it out
-        cols = jnp.where(row_index >= 0, row_index, y.shape[0])  # padding (-1) matches no column
-        d2 = jnp.where(cols[:, None] == jnp.arange(y.shape[0])[None, :], 0.0, d2)
-    return d2
+        # a row block: a scatter of its n_b entries (a select would add a compare per entry, which at small
+        # d is a visible share of the block's elementwise work); padding (-1) is dropped; the clamp after it
+        # fuses into the block's consumer
+        cols = jnp.where(row_index >= 0, row_index, y.shape[0])
+        d2 = d2.at[jnp.arange(d2.shape[0]), cols].set(0.0, mode="drop")
+    return jnp.maximum(d2, 0.0)
 
 
 def _row_blocks(n: int, block_size: int, row_args):
