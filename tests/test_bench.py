@@ -13,6 +13,7 @@ def _rows(path):
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow  # ~28 s; CI also runs `steinax bench bnn --quick` itself
 def test_quick_bench_writes_tables_and_skips_done_jobs(tmp_path, capsys, monkeypatch):
     out = tmp_path / "b"
     calls = []

@@ -22,6 +22,7 @@ def test_demo_writes_figure_and_table(tmp_path, capsys):
     assert stat.S_IMODE(out.stat().st_mode) == default_file_mode()  # was 0600 (tempfile.mkstemp's mode)
 
 
+@pytest.mark.slow  # ~17 s; CI also runs `steinax demo --quick` itself
 def test_demo_methods_option(tmp_path, capsys):
     assert main(["demo", "--quick", "--particles", "8", "--steps", "5", "--methods", "svgd,svn", "--out", ""]) == 0
     text = capsys.readouterr().out
