@@ -61,6 +61,24 @@ def test_host_select_with_mask_and_small_inputs(key):
     np.testing.assert_array_equal(sel.host_select(v[:3, :3], [4]), np.sort(v[:3, :3].ravel())[[4]])
 
 
+@pytest.mark.parametrize("widths", [(3.5, 6.0), (0.0, 6.0), (0.0, 0.0)])
+def test_host_select_is_exact_whichever_bracket_holds_the_ranks(widths, key, monkeypatch):
+    """The narrow first bracket, the wide second one and the full partition all return numpy's order statistics.
+
+    Zero-width brackets (``z = 0``: the sample quantile -+ 2 sample ranks) miss often with ties and 80k
+    values, so the later stages run; the result is exact in every case.
+    """
+    monkeypatch.setattr(sel, "_Z_HOST", widths[0])
+    monkeypatch.setattr(sel, "_Z", widths[1])
+    passes = []
+    compact = sel._np_compact
+    monkeypatch.setattr(sel, "_np_compact", lambda *a: passes.append(1) or compact(*a))
+    v = np.round(np.asarray(jax.random.normal(key, (80_000,))), 2)  # many ties
+    ranks = [39_999, 40_000]
+    np.testing.assert_array_equal(sel.host_select(v, ranks), np.sort(v)[ranks])
+    assert len(passes) == (1 if widths[0] else 2)  # the narrow bracket holds; or it misses and the next runs
+
+
 def test_two_limb_counts_exceed_int32():
     """Counts beyond 2^31 (n > 46,340 particles) are exact without x64."""
     c = sel._limbs(jnp.zeros((), jnp.int32))

@@ -11,7 +11,7 @@ block of distances on demand and never stores them.
    sorted; the sample quantiles at ``q -+ 6 sd`` (``sd = sqrt(q (1 - q) / m)``,
    the binomial error of a sample quantile) give ``[lo, hi]``, which holds the
    wanted ranks except with probability below ``1e-8``. The host first tries
-   ``q -+ 3.5 sd`` (:func:`_host_bracketed`): its compaction costs ~30 ns per
+   ``q -+ 3.5 sd`` (:func:`host_select`): its compaction costs ~30 ns per
    value copied, so the narrower bracket saves more than its rare misses cost.
 2. **One pass** over the source counts the values below ``lo`` and copies those
    in ``[lo, hi]`` (about ``6 / sqrt(m)`` of them) into a buffer: by a host
@@ -237,48 +237,32 @@ def _pool():
     return _POOL[0]
 
 
-def _host_bracketed(count: int, ranks, draw, compact, everything) -> np.ndarray:
-    """The host's bracket-and-compact selection.
-
-    ``draw(m)``: ``m`` values at uniformly random positions (a fixed seed);
-    ``compact(lo, hi)``: ``(count below lo, values in [lo, hi])``; ``everything()``:
-    all values as one array. The host tries a narrow bracket first (``_Z_HOST``
-    standard deviations: the compaction's cost grows with the values it copies,
-    about 30 ns each, and a miss, probability below ``1e-3``, costs one more
-    pass), then the device's ``_Z``, then partitions everything. Always exact.
-    """
-    ranks = [int(r) for r in ranks]
-    if count > _HOST_SMALL:
-        m = _sample_size(count)
-        brackets = [_bracket_ranks(ranks, count, m, z) for z in (_Z_HOST, _Z)]
-        picks = sorted({min(max(r, 0), m - 1) for b in brackets for r in b})
-        sample = np.partition(draw(m), picks)
-        for lo_r, hi_r in brackets:
-            lo = sample[lo_r] if lo_r >= 0 else -np.inf
-            hi = sample[hi_r] if hi_r < m else np.inf
-            below, cand = compact(lo, hi)
-            if below <= ranks[0] and ranks[-1] < below + cand.size:
-                shifted = [r - below for r in ranks]
-                return np.partition(cand, shifted)[shifted]
-    return np.partition(everything(), ranks)[ranks]
-
-
-def _rng():
-    return np.random.default_rng(0)
-
-
 def host_select(values, ranks, mask=None) -> np.ndarray:
     """Exact values at ``ranks`` (0-based, ascending) of the unmasked entries, in NumPy.
 
-    The bracket-and-compact algorithm of the module docstring on one array
-    (:func:`_host_bracketed`).
+    The bracket-and-compact algorithm of the module docstring on one array. The
+    host tries a narrow bracket first (``_Z_HOST`` standard deviations: the
+    compaction's cost grows with the values it copies, about 30 ns each, and a
+    miss, probability below ``1e-3``, costs one more pass), then the device's
+    ``_Z``, then partitions everything. Always exact.
     """
     v = np.asarray(values).reshape(-1)
     if mask is not None:
         v = v[np.asarray(mask).reshape(-1)]
-    return _host_bracketed(
-        v.size, ranks, lambda m: v[_rng().integers(0, v.size, m)], lambda lo, hi: _np_compact(v, None, lo, hi), lambda: v
-    )
+    ranks = [int(r) for r in ranks]
+    if v.size > _HOST_SMALL:
+        m = _sample_size(v.size)
+        brackets = [_bracket_ranks(ranks, v.size, m, z) for z in (_Z_HOST, _Z)]
+        picks = sorted({min(max(r, 0), m - 1) for b in brackets for r in b})
+        sample = np.partition(v[np.random.default_rng(0).integers(0, v.size, m)], picks)
+        for lo_r, hi_r in brackets:
+            lo = sample[lo_r] if lo_r >= 0 else -np.inf
+            hi = sample[hi_r] if hi_r < m else np.inf
+            below, cand = _np_compact(v, None, lo, hi)
+            if below <= ranks[0] and ranks[-1] < below + cand.size:
+                shifted = [r - below for r in ranks]
+                return np.partition(cand, shifted)[shifted]
+    return np.partition(v, ranks)[ranks]
 
 
 def _sample_size(count: int) -> int:
