@@ -35,7 +35,8 @@ __all__ = [
 # in bytes), so a default run never needs more than a fraction of the machine.
 
 _CPU_BLOCK_ENTRIES = 2**21
-_STORE_MAX_ENTRIES = 2**26  # n of about 8192: beyond, the median's host copy of [n, n] would double the peak
+_STORE_MAX_ENTRIES = 2**26  # n of about 8192: beyond, the product, the packed triangle and the kernel matrix
+# (1.5 GB at n = 10,000) outweigh the recomputation that row blocks pay
 _BUDGET_FRACTION = 4
 
 
@@ -121,9 +122,9 @@ def pairwise_plan(
     ``block_size`` (the user's override): an int forces row blocks of that size and
     never stores an ``[n, n]`` matrix (memory O(block_size * n)). ``None``: automatic.
     The distances are stored (so a median rule reads them in one pass instead of
-    recomputing them) when ``store_wanted``, three ``[n, n]`` arrays take at most the budget and
-    has at most 2^26 entries (``n`` up to about 8192; on the CPU backend the median
-    reads a stored matrix through a host callback, which copies it).
+    recomputing them) when ``store_wanted``, three ``[n, n]`` arrays (the product, the
+    median's packed triangle, the kernel matrix) take at most the budget, and the
+    matrix has at most 2^26 entries (``n`` up to about 8192).
     ``columns``: the number of columns when it differs from ``n`` (a device's rows
     against all particles, :mod:`steinax.sharding`).
     """
