@@ -128,19 +128,28 @@ def _stored_median(sqdist: jax.Array, pairs: bool, axis_name=None) -> jax.Array:
     The lower triangle is not read; it equals the upper one bit for bit when the
     matrix comes from one product ``x x^T`` (checked in the tests).
     """
-    n = sqdist.shape[0]
-    if pairs:
-        pair_ranks = _middle_ranks(n * (n - 1) // 2)
-    else:
-        full = _middle_ranks(n * n)
-        pair_ranks = sorted({(k - n) // 2 for k in full if k >= n})
-    picked = None
-    if pair_ranks:
+
+    def select(pair_ranks):
         values, zeros = _packed_upper_triangle(sqdist)
-        picked = _dense_select(values, [k + zeros for k in pair_ranks], axis_name)
+        return _dense_select(values, [k + zeros for k in pair_ranks], axis_name)
+
+    return _median_over_pairs(sqdist.shape[0], pairs, sqdist.dtype, select)
+
+
+def _median_over_pairs(n: int, pairs: bool, dtype, select) -> jax.Array:
+    """The ``"pairs"`` or ``"liu"`` median from order statistics of the ``n(n-1)/2`` pair distances.
+
+    ``select(pair_ranks)`` returns the values at those (static, ascending) ranks
+    among the pairs. ``"liu"``'s ``n^2`` entries are the ``n`` zero self-distances
+    and every pair twice, so its rank ``k`` is ``0`` for ``k < n`` and pair rank
+    ``(k - n) // 2`` otherwise.
+    """
     if pairs:
-        return _median_of(picked)
-    zero = jnp.zeros((), sqdist.dtype)
+        return _median_of(select(_middle_ranks(n * (n - 1) // 2)))
+    full = _middle_ranks(n * n)
+    pair_ranks = sorted({(k - n) // 2 for k in full if k >= n})
+    picked = select(pair_ranks) if pair_ranks else None
+    zero = jnp.zeros((), dtype)
     return _median_of(jnp.stack([zero if k < n else picked[pair_ranks.index((k - n) // 2)] for k in full]))
 
 
@@ -172,11 +181,6 @@ def _blocked_median(particles, block_size, pairs_only: bool, axis_name=None):
     the full rows of its own share.
     """
     n = particles.shape[0]
-    if pairs_only:
-        pair_ranks = _middle_ranks(n * (n - 1) // 2)
-    else:
-        full = _middle_ranks(n * n)
-        pair_ranks = sorted({(k - n) // 2 for k in full if k >= n})
 
     def sample(key, m):
         i, j = jax.random.randint(key, (2, m), 0, n)
@@ -185,43 +189,46 @@ def _blocked_median(particles, block_size, pairs_only: bool, axis_name=None):
         return jnp.sum(diff * diff, axis=-1)
 
     if axis_name is None:
-        if not pair_ranks:  # n = 1
-            return jnp.zeros((), particles.dtype)
         fold, count, zeros, block_rows = _packed_fold(particles, block_size)
-        picked = select_ranks(fold, [r + zeros for r in pair_ranks], count, particles.dtype, sample,
-                              block_entries=block_rows * n)
-    else:
-        col = jnp.arange(n)
-        n_dev = jax.lax.psum(1, axis_name)
-        n_local = n // n_dev
-        offset = jax.lax.axis_index(axis_name) * n_local
-        rows = jax.lax.dynamic_slice_in_dim(particles, offset, n_local)
 
-        def fold(fn, init):
-            def block(acc, row_index, xr):
-                index = jnp.where(row_index >= 0, row_index + offset, -1)
-                d2 = squared_distances(xr, particles, row_index=index)
-                return fn(acc, d2, (index >= 0)[:, None] & (index[:, None] < col[None, :]))
+        def select(pair_ranks):
+            return select_ranks(fold, [r + zeros for r in pair_ranks], count, particles.dtype, sample,
+                                block_entries=block_rows * n)
 
-            return fold_row_blocks(block, init, n_local, block_size, rows)
+        return _median_over_pairs(n, pairs_only, particles.dtype, select)
+    col = jnp.arange(n)
+    n_dev = jax.lax.psum(1, axis_name)
+    n_local = n // n_dev
+    offset = jax.lax.axis_index(axis_name) * n_local
+    rows = jax.lax.dynamic_slice_in_dim(particles, offset, n_local)
 
-        block_rows = n_local if block_size is None else min(block_size, n_local)
-        picked = select_ranks(fold, pair_ranks, n * (n - 1) // 2, particles.dtype, sample,
-                              block_entries=block_rows * n, axis_name=axis_name)
-    if pairs_only:
-        return _median_of(picked)
-    zero = jnp.zeros((), particles.dtype)
-    return _median_of(jnp.stack([zero if k < n else picked[pair_ranks.index((k - n) // 2)] for k in full]))
+    def fold_local(fn, init):
+        def block(acc, row_index, xr):
+            index = jnp.where(row_index >= 0, row_index + offset, -1)
+            d2 = squared_distances(xr, particles, row_index=index)
+            return fn(acc, d2, (index >= 0)[:, None] & (index[:, None] < col[None, :]))
+
+        return fold_row_blocks(block, init, n_local, block_size, rows)
+
+    block_rows = n_local if block_size is None else min(block_size, n_local)
+
+    def select_local(pair_ranks):
+        return select_ranks(fold_local, pair_ranks, n * (n - 1) // 2, particles.dtype, sample,
+                            block_entries=block_rows * n, axis_name=axis_name)
+
+    return _median_over_pairs(n, pairs_only, particles.dtype, select_local)
 
 
 def _packed_fold(particles, block_size):
     """A source over the strict upper triangle of the distances and ``n // 2`` zeros, in row blocks.
 
-    Row ``i < n // 2`` is ``D[i, j]`` for ``j > i`` and ``D[n-1-i, n-1-j]`` (the
-    reversed particles' distances) for ``j <= i``, as in :func:`_packed_upper_triangle`;
-    for odd ``n`` the middle row's upper part is a last block. Blocks of
-    ``block_size // 2`` rows: each holds two ``[rows, n]`` distance blocks, as much
-    as one full-row block of ``block_size`` rows.
+    Row ``i < n // 2`` is ``D[i, j]`` for ``j > i`` and ``D[n-1-i, n-1-j]`` for
+    ``j <= i`` (row ``n-1-i`` against all particles, its columns reversed), as in
+    :func:`_packed_upper_triangle`; every pair ``a < b`` is computed as row ``a``
+    against column ``b``, exactly as a full-row layout computes it. For odd ``n``
+    the middle row's upper part is a last block. Blocks of ``block_size // 2``
+    rows: each holds two ``[rows, n]`` distance blocks, as much as one full-row
+    block of ``block_size`` rows.
 
     Returns:
         ``(fold, count, zeros, rows per block)``.
@@ -229,17 +236,17 @@ def _packed_fold(particles, block_size):
     n = particles.shape[0]
     half = n // 2
     col = jnp.arange(n)
-    rev = particles[::-1]
     rows = None if block_size is None else max(1, block_size // 2)
 
     def fold(fn, init):
-        def block(acc, row_index, xr, xr_rev):
+        def block(acc, row_index, xr, xr_mirror):
             top = squared_distances(xr, particles, row_index=row_index)
-            bottom = squared_distances(xr_rev, rev, row_index=row_index)  # D[n-1-i, n-1-j]
+            mirror_index = jnp.where(row_index >= 0, n - 1 - row_index, -1)
+            bottom = squared_distances(xr_mirror, particles, row_index=mirror_index)[:, ::-1]  # D[n-1-i, n-1-j]
             packed = jnp.where(col[None, :] > row_index[:, None], top, bottom)
             return fn(acc, packed, jnp.broadcast_to((row_index >= 0)[:, None], packed.shape))
 
-        acc = fold_row_blocks(block, init, half, rows, particles[:half], rev[:half]) if half else init
+        acc = fold_row_blocks(block, init, half, rows, particles[:half], particles[::-1][:half]) if half else init
         if n % 2:
             middle = squared_distances(particles[half : half + 1], particles, row_index=jnp.array([half]))
             acc = fn(acc, middle, col[None, :] > half)
