@@ -220,6 +220,7 @@ def test_sparse_minibatch_score_is_unbiased(key):
             np.testing.assert_array_equal(s2[0], s2[1])
 
 
+@pytest.mark.slow  # ~18 s; CI's slow pass runs it (the default suite must stay under 10 minutes)
 def test_sparse_model_with_inducing_points_at_the_data_is_the_whitened_model(key):
     """Z = X: u = f, the conditional variance is ~0 and the log-density is sum log N(y | L nu, sigma^2) - |nu|^2/2 +
     priors; for Bernoulli the Gauss-Hermite expectation reduces to log p(y | f)."""

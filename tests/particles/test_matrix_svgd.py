@@ -317,6 +317,7 @@ def test_kfac_factors_and_solve(key):
         np.testing.assert_allclose(out[:, rest], v[:, rest])  # log gamma, log lambda: identity
 
 
+@pytest.mark.slow  # ~17-19 s; CI's slow pass runs it (the default suite must stay under 10 minutes)
 def test_kfac_methods_run_on_the_bnn(key):
     from steinax.models import BNNRegression
 
