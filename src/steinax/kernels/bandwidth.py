@@ -37,11 +37,11 @@ Cost: never a sort of ``n^2`` values. The exact median is found by the
 bracket-and-compact selection of :mod:`steinax.kernels.select`: a sample of the
 distances brackets the middle ranks, one pass counts the distances below the
 bracket and keeps the few inside it, and those are partitioned. On a stored
-``D`` (dense mode) that is one pass over its strict upper triangle, gathered
-into one vector (the ``n^2`` entries are the ``n`` zeros and each pair twice, so
-``"liu"``'s middle ranks map to pair ranks; on the CPU backend in NumPy through
-one host call); in blocked mode the distances are recomputed block
-by block in that one pass and never stored. Both are exact, so permuting,
+``D`` (dense mode) that is one pass over its strict upper triangle, packed into
+one vector by a mirrored read (the ``n^2`` entries are the ``n`` zeros and each
+pair twice, so ``"liu"``'s middle ranks map to pair ranks; on the CPU backend in
+NumPy through one host call); in blocked mode the same packed triangle is
+recomputed block by block in that one pass and never stored. Both are exact, so permuting,
 blocking or sharding the particles does not change ``h``.
 """
 
@@ -110,12 +110,21 @@ def _packed_upper_triangle(sqdist: jax.Array) -> tuple[jax.Array, int]:
     """
     n = sqdist.shape[0]
     half = n // 2
-    r = jnp.arange(half)[:, None]
-    c = jnp.arange(n)[None, :]
-    packed = jnp.where(c > r, sqdist[:half], sqdist[::-1, ::-1][:half]).reshape(-1)
+    packed = _mirror_pack(jnp.arange(half), sqdist[:half], sqdist[::-1, ::-1][:half]).reshape(-1)
     if n % 2:
         packed = jnp.concatenate([packed, sqdist[half, half + 1 :]])
     return packed, half
+
+
+def _mirror_pack(row_index: jax.Array, top: jax.Array, mirrored: jax.Array) -> jax.Array:
+    """Rows of the packed triangle: ``top[i, j] = D[r_i, j]`` where ``j > r_i``, else ``mirrored[i, j] = D[n-1-r_i, n-1-j]``.
+
+    ``row_index`` holds the rows ``r_i < n // 2``; the second part is row
+    ``n - 1 - r_i``'s upper triangle and its diagonal zero, so each packed row
+    has ``n`` entries: one zero and ``n - 1`` distinct pairs.
+    """
+    col = jnp.arange(top.shape[1])
+    return jnp.where(col[None, :] > row_index[:, None], top, mirrored)
 
 
 def _stored_median(sqdist: jax.Array, pairs: bool, axis_name=None) -> jax.Array:
@@ -243,7 +252,7 @@ def _packed_fold(particles, block_size):
             top = squared_distances(xr, particles, row_index=row_index)
             mirror_index = jnp.where(row_index >= 0, n - 1 - row_index, -1)
             bottom = squared_distances(xr_mirror, particles, row_index=mirror_index)[:, ::-1]  # D[n-1-i, n-1-j]
-            packed = jnp.where(col[None, :] > row_index[:, None], top, bottom)
+            packed = _mirror_pack(row_index, top, bottom)
             return fn(acc, packed, jnp.broadcast_to((row_index >= 0)[:, None], packed.shape))
 
         acc = fold_row_blocks(block, init, half, rows, particles[:half], particles[::-1][:half]) if half else init

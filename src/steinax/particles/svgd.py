@@ -31,7 +31,7 @@ from jax.sharding import Mesh, PartitionSpec
 
 from steinax._validation import check_block_size, check_particles, check_scores
 from steinax.kernels.base import RBF, AbstractKernel, as_kernel
-from steinax.kernels.pairwise import pairwise_plan, scan_row_blocks, stored_squared_distances
+from steinax.kernels.pairwise import pairwise_plan, scan_row_blocks, squared_distances
 from steinax.particles.base import AbstractParticleMethod
 from steinax.sharding import check_mesh, particle_spec
 
@@ -90,7 +90,7 @@ def _svgd(particles, scores, kernel, block_size):
     n = particles.shape[0]
     plan = pairwise_plan(n, particles.dtype, block_size, store_wanted=kernel.reads_distances)
     if plan.store:
-        sqdist = stored_squared_distances(particles, plan.rows)
+        sqdist = squared_distances(particles, particles)
         kernel = kernel.resolve(particles, sqdist)
 
         # one whole-matrix pass: the stored distances' elementwise corrections fuse into the kernel's

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from steinax._validation import check_block_size, check_finite_statistic, check_particles, check_scores
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel, imq_fast_path
-from steinax.kernels.pairwise import fold_row_blocks, pairwise_plan, squared_distances, stored_squared_distances
+from steinax.kernels.pairwise import fold_row_blocks, pairwise_plan, squared_distances
 
 __all__ = ["block_ksd", "stein_kernel_pairs", "SteinTerms", "stein_terms", "stein_kernel_from_terms", "stein_kernel_from_profile", "stein_kernel_matrix", "ksd", "ESTIMATORS"]
 
@@ -242,7 +242,7 @@ def _ksd(particles, scores, kernel, estimator, block_size):
     """
     n = particles.shape[0]
     plan = pairwise_plan(n, particles.dtype, block_size, store_wanted=kernel.reads_distances, arrays=6)
-    sqdist = stored_squared_distances(particles, plan.rows) if plan.store else None
+    sqdist = squared_distances(particles, particles) if plan.store else None
     kernel = kernel.resolve(particles, sqdist, None if plan.store else plan.rows)
 
     def rows(acc, row_index, xr, sr, *dr):

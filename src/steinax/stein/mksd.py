@@ -14,7 +14,7 @@ import numpy as np
 
 from steinax._validation import check_block_size, check_particles, check_scores
 from steinax.kernels.base import AbstractKernel
-from steinax.kernels.pairwise import fold_row_blocks, pairwise_plan, stored_squared_distances
+from steinax.kernels.pairwise import fold_row_blocks, pairwise_plan, squared_distances
 from steinax.stein.ksd import ESTIMATORS, SteinTerms, _ratios, _stein_kernel_diagonal, stein_terms
 
 __all__ = [
@@ -205,7 +205,7 @@ def _mksd(particles, scores, kernels, weights, estimator, block_size):
     n = particles.shape[0]
     plan = pairwise_plan(n, particles.dtype, block_size, store_wanted=any(k.reads_distances for k in kernels),
                          arrays=4 + 2 * len(kernels))
-    sqdist = stored_squared_distances(particles, plan.rows) if plan.store else None
+    sqdist = squared_distances(particles, particles) if plan.store else None
     resolved = [k.resolve(particles, sqdist, None if plan.store else plan.rows) for k in kernels]
     s = kernel_ksds(particles, scores, resolved, estimator, sqdist=sqdist, block_size=plan.rows)
     if isinstance(weights, str):
