@@ -276,33 +276,100 @@ def _packed_fold(particles, block_size):
 # comes from the middle differences. Both versions below are exact, hence identical.
 
 
-def _row_bounds(xs, t, strict: bool, xp, square: bool = False):
+def _row_bounds(xs, t, strict: bool, xp, square: bool = False, rows=None, cols=None):
     """First ``j > i`` with ``xs[c, j] - xs[c, i]`` above ``t[c]`` (``>= t`` if ``strict``), for every ``(c, i)``.
 
     ``xs``: ``[d, n]`` sorted rows; ``t``: ``[d]``. Vectorised binary search (``xp`` is
     ``numpy`` or ``jax.numpy``). With ``square`` the rounded square of the difference
-    is compared (also monotone in ``j``).
+    is compared (also monotone in ``j``). ``rows``, ``cols``: only these ``(c, i)``
+    (NumPy), returned as a flat array.
     """
     d, n = xs.shape
-    lo = xp.broadcast_to(xp.arange(1, n + 1), (d, n))
-    hi = xp.full((d, n), n)
+    if rows is None:
+        lo = xp.broadcast_to(xp.arange(1, n + 1), (d, n))
+        base, thresh = xs, t[:, None]
+
+        def at(j):
+            return xp.take_along_axis(xs, j, axis=1)
+    else:
+        lo = cols + 1
+        base, thresh = xs[rows, cols], t[rows]
+
+        def at(j):
+            return xs[rows, j]
+
+    hi = xp.full(lo.shape, n)
     for _ in range(max(1, int(n).bit_length())):
         mid = (lo + hi) // 2
-        diff = xp.take_along_axis(xs, xp.minimum(mid, n - 1), axis=1) - xs
+        diff = at(xp.minimum(mid, n - 1)) - base
         if square:
             diff = diff * diff
-        inside = (diff < t[:, None]) if strict else (diff <= t[:, None])
+        inside = (diff < thresh) if strict else (diff <= thresh)
         go = (lo < hi) & inside
         hi = xp.where((lo < hi) & ~inside, mid, hi)
         lo = xp.where(go, mid + 1, lo)
     return lo
 
 
+class _SortedRows:
+    """Exact row bounds of :func:`_row_bounds` for many thresholds on the same sorted rows, at searchsorted speed.
+
+    The rows are mapped to float64 keys ``(xs - xs[:, 0]) / span + 4 c``, increasing
+    over the flattened array, so one ``np.searchsorted`` of ``xs[c, i] + t[c]`` gives
+    every bound approximately (the query rounds differently from ``fl(xs[j] - xs[i])``).
+    Each bound is then checked with the exact predicate on its two neighbours
+    (monotone in ``j``); the few that fail are found by :func:`_row_bounds`' binary search.
+    """
+
+    def __init__(self, xs: np.ndarray):
+        d, n = xs.shape
+        self.xs, self.flat = xs, xs.reshape(-1)
+        wide = xs.astype(np.float64)
+        self.base = wide[:, :1]
+        span = wide[:, -1:] - self.base
+        self.span = np.where(span > 0, span, 1.0)
+        self.offset = 4.0 * np.arange(d)[:, None]  # a query exceeds its row's keys by at most 1
+        self.keys = ((wide - self.base) / self.span + self.offset).reshape(-1)
+        self.wide = wide
+        self.row_start = (np.arange(d) * n)[:, None]
+        self.first = np.arange(1, n + 1)
+
+    def bounds(self, t: np.ndarray, strict: bool) -> np.ndarray:
+        xs, n = self.xs, self.xs.shape[1]
+        query = ((self.wide - self.base + t.astype(np.float64)[:, None]) / self.span + self.offset).reshape(-1)
+        pos = np.searchsorted(self.keys, query, side="left" if strict else "right").reshape(xs.shape) - self.row_start
+        ub = np.clip(pos, self.first, n)
+        after = self.flat[self.row_start + np.minimum(ub, n - 1)] - xs
+        before = self.flat[self.row_start + ub - 1] - xs
+        thresh = t[:, None]
+        if strict:
+            wrong = ((ub < n) & (after < thresh)) | ((ub > self.first) & ~(before < thresh))
+        else:
+            wrong = ((ub < n) & (after <= thresh)) | ((ub > self.first) & ~(before <= thresh))
+        if wrong.any():
+            rows, cols = np.nonzero(wrong)
+            ub[rows, cols] = _row_bounds(xs, t, strict, np, rows=rows, cols=cols)
+        return ub
+
+    def estimate(self, t: np.ndarray, stride: int) -> np.ndarray:
+        """Approximate ``#{pairs: diff <= t[c]}`` per row from every ``stride``-th row's bound (trapezoid rule in ``i``).
+
+        Not exact (the bounds are unchecked, the rows between are interpolated): it
+        only proposes thresholds, whose exact counts come from :meth:`bounds`.
+        """
+        n = self.xs.shape[1]
+        rows = np.unique(np.append(np.arange(0, n, stride), n - 1))
+        query = ((self.wide[:, rows] - self.base + t.astype(np.float64)[:, None]) / self.span + self.offset).reshape(-1)
+        pos = np.searchsorted(self.keys, query, side="right").reshape(-1, rows.size) - self.row_start
+        above = np.clip(pos, rows + 1, n) - rows - 1  # pairs (i, j > i) within t, on the sampled rows
+        gaps = np.diff(rows)
+        return 0.5 * ((above[:, 1:] + above[:, :-1]) * gaps).sum(axis=1) + 0.5 * (above[:, 0] + above[:, -1])
+
+
 def _host_per_dimension_median(particles):
     """Per-coordinate medians on the host (see :func:`_per_dimension_chunk`), coordinates split over the thread pool.
 
-    NumPy releases the GIL in the sorts, partitions and gathers, so the groups run
-    in parallel (101 -> 57 ms at n = 1000, d = 100 on two cores).
+    NumPy releases the GIL in the sorts, searches and gathers, so the groups run in parallel.
     """
     x = np.asarray(particles)
     pool = _pool()
@@ -312,46 +379,100 @@ def _host_per_dimension_median(particles):
     return (np.concatenate(list(pool.map(lambda g: _per_dimension_chunk(np.ascontiguousarray(x[:, g])), groups))),)
 
 
+_PER_DIMENSION_SAMPLE = 1024  # sampled pairs per coordinate for the first bracket
+_PER_DIMENSION_CANDIDATES = 4096  # the bracket narrows until it holds at most this many pairs per coordinate
+
+
+def _propose(rows: _SortedRows, a: np.ndarray, b: np.ndarray, k_lo: int, k_hi: int, n: int):
+    """First thresholds for :func:`_per_dimension_chunk`: about ``margin`` pairs either side of the middle ranks.
+
+    Regula falsi on the strided-row estimate of the count (:meth:`_SortedRows.estimate`),
+    started from the sample's bracket ``[a, b]``, then linear interpolation ``margin``
+    pairs out (``margin`` exceeds the estimate's error: about 400 pairs at n = 1000,
+    measured). Only proposals: their exact counts decide.
+    """
+    dtype = a.dtype
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    ca, cb = rows.estimate(a, _STRIDE), rows.estimate(b, _STRIDE)
+    target = 0.5 * (k_lo + k_hi)
+    for _ in range(3):
+        frac = np.clip((target - ca) / np.maximum(cb - ca, 1), 0.05, 0.95)
+        mid = a + frac * (b - a)
+        cm = rows.estimate(mid, _STRIDE)
+        below = cm <= target
+        a, ca = np.where(below, mid, a), np.where(below, cm, ca)
+        b, cb = np.where(below, b, mid), np.where(below, cb, cm)
+    margin = max(_PER_DIMENSION_CANDIDATES // 4, n)
+    slope = (b - a) / np.maximum(cb - ca, 1)
+    return (a + (k_lo - margin - ca) * slope).astype(dtype), (a + (k_hi + margin - ca) * slope).astype(dtype)
+
+
+_STRIDE = 8  # rows per estimate point in :func:`_propose`
+
+
 def _per_dimension_chunk(x):
     """Per-coordinate median of ``fl(x_id - x_jd)^2`` over ``i < j``, exact, in NumPy (CPU backend).
 
-    A sample of pair differences per coordinate brackets the middle ranks (as in
-    :mod:`steinax.kernels.select`); the per-row binary searches count the pairs
-    below the bracket and delimit those inside it, which are gathered and
-    partitioned. Cost ``O(d n log n)`` plus ``O(d n^2 / sqrt(m))`` candidates, not
-    ``O(d n^2)``. A coordinate whose bracket misses is partitioned in full.
+    Each coordinate keeps a bracket ``[lo, hi]`` of differences with exact counts:
+    ``#{diff < lo} <= k_lo`` and ``#{diff <= hi} > k_hi`` for the middle ranks
+    ``k_lo <= k_hi``, so the ranks lie among the pairs inside it. A sample of pair
+    differences proposes the first bracket (about ``+-3.5`` sd of the sample rank);
+    later proposals interpolate the count linearly inside the bracket. A proposal
+    replaces a side only if its exact count (:class:`_SortedRows`) keeps the ranks
+    inside, so a bad proposal costs time, never correctness. Once at most
+    ``_PER_DIMENSION_CANDIDATES`` pairs remain (or the bracket stops shrinking:
+    ties), the pairs inside are gathered and partitioned. Cost ``O(d n log n)`` per
+    proposal, a few proposals, not ``O(d n^2)``.
     """
     n, d = x.shape
     count = n * (n - 1) // 2
     ranks = _middle_ranks(count)
+    k_lo, k_hi = ranks[0], ranks[-1]
+    out = np.full(d, np.nan, x.dtype)
+    finite = np.isfinite(x).all(axis=0)  # a non-finite coordinate has no median (the rule falls back to 1.0)
+    if not finite.all():
+        if finite.any():
+            out[finite] = _per_dimension_chunk(np.ascontiguousarray(x[:, finite]))
+        return out
     xs = np.ascontiguousarray(np.sort(x, axis=0).T)  # [d, n]
-    m = int(min(count, 2**14))
-    rng = np.random.default_rng(0)
-    i, j = rng.integers(0, n, (2, m))
+    rows = _SortedRows(xs)
+    first = rows.first
+    lo_t, c_lo, start = np.zeros(d, x.dtype), np.zeros(d, np.int64), np.broadcast_to(first, (d, n)).copy()
+    hi_t, c_hi, stop = xs[:, -1] - xs[:, 0], np.full(d, count, np.int64), np.full((d, n), n)
+    m = min(count, _PER_DIMENSION_SAMPLE)
+    i, j = np.random.default_rng(0).integers(0, n, (2, m))
     j = np.where(i == j, (j + 1) % n, j)
-    sample = np.abs(xs[:, i] - xs[:, j])  # [d, m]
-    lo_r, hi_r = _bracket_ranks(ranks, count, m, _Z_HOST)  # a miss (~5e-4 per coordinate) partitions that one in full
-    picks = sorted({min(max(r, 0), m - 1) for r in (lo_r, hi_r)})
-    part = np.partition(sample, picks, axis=1)
-    lo_t = part[:, lo_r] if lo_r >= 0 else np.zeros(d, x.dtype)
-    hi_t = part[:, hi_r] if hi_r < m else np.full(d, np.inf, x.dtype)
-    start = _row_bounds(xs, lo_t, True, np)  # first j with diff >= lo
-    stop = _row_bounds(xs, hi_t, False, np)  # first j with diff > hi
-    first = np.arange(1, n + 1)
-    below = (start - first).sum(axis=1)
-    out = np.empty(d, x.dtype)
+    sample = np.sort(np.abs(xs[:, i] - xs[:, j]), axis=1)
+    lo_r, hi_r = _bracket_ranks(ranks, count, m, _Z_HOST)
+    propose_lo, propose_hi = _propose(rows, sample[:, max(lo_r, 0)], sample[:, min(hi_r, m - 1)], k_lo, k_hi, n)
+    width = c_hi - c_lo
+    for _ in range(8):
+        s_new = rows.bounds(propose_lo, True)  # first j with diff >= proposal
+        c_new = (s_new - first).sum(axis=1)
+        take = (c_new <= k_lo) & (propose_lo > lo_t)
+        lo_t, c_lo = np.where(take, propose_lo, lo_t), np.where(take, c_new, c_lo)
+        start = np.where(take[:, None], s_new, start)
+        e_new = rows.bounds(propose_hi, False)  # first j with diff > proposal
+        c_new = (e_new - first).sum(axis=1)
+        take = (c_new > k_hi) & (propose_hi < hi_t)
+        hi_t, c_hi = np.where(take, propose_hi, hi_t), np.where(take, c_new, c_hi)
+        stop = np.where(take[:, None], e_new, stop)
+        before, width = width, c_hi - c_lo
+        if width.max() <= _PER_DIMENSION_CANDIDATES or np.array_equal(width, before):
+            break
+        margin = np.maximum(_PER_DIMENSION_CANDIDATES // 4, width // 50)
+        scale = (hi_t - lo_t) / np.maximum(width, 1)
+        propose_lo = (lo_t + np.clip(k_lo - margin - c_lo, 0, width) * scale).astype(x.dtype)
+        propose_hi = (lo_t + np.clip(k_hi + margin - c_lo, 0, width) * scale).astype(x.dtype)
+    # gather every coordinate's pairs inside its bracket, then partition each coordinate's
+    lens = (stop - start).reshape(-1)
+    pair_row = np.repeat(np.arange(d * n), lens)
+    pair_col = start.reshape(-1)[pair_row] + np.arange(pair_row.size) - np.repeat(np.cumsum(lens) - lens, lens)
+    cand = rows.flat[pair_row - pair_row % n + pair_col] - rows.flat[pair_row]
+    edges = np.concatenate([[0], np.cumsum(lens.reshape(d, n).sum(axis=1))])
     for c in range(d):
-        lens = stop[c] - start[c]
-        shifted = [r - int(below[c]) for r in ranks]
-        if shifted[0] >= 0 and shifted[-1] < int(lens.sum()):
-            rows = np.repeat(np.arange(n), lens)
-            offsets = np.repeat(np.cumsum(lens) - lens, lens)
-            cols = start[c][rows] + np.arange(rows.size) - offsets
-            cand = xs[c, cols] - xs[c, rows]
-        else:  # the bracket missed: every pair
-            iu, ju = np.triu_indices(n, k=1)
-            cand, shifted = xs[c, ju] - xs[c, iu], ranks
-        mid = np.partition(cand, shifted)[shifted]
+        shifted = [r - int(c_lo[c]) for r in ranks]
+        mid = np.partition(cand[edges[c] : edges[c + 1]], shifted)[shifted]
         sq = mid * mid
         out[c] = sq[0] if sq.size == 1 else 0.5 * (sq[0] + sq[1])
     return out
