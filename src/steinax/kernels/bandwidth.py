@@ -55,7 +55,7 @@ import numpy as np
 
 from steinax._host import host_call
 from steinax.kernels.pairwise import fold_row_blocks, squared_distances
-from steinax.kernels.select import _Z_HOST, POOL_WORKERS, _bracket_ranks, _pool, _uint_type, dense_source, host_select, kth_from_source, select_ranks, use_host
+from steinax.kernels.select import POOL_WORKERS, _pool, _uint_type, dense_source, host_select, kth_from_source, select_ranks, use_host
 
 __all__ = ["BANDWIDTH_RULES", "median_bandwidth", "kth_smallest"]
 
@@ -384,31 +384,36 @@ def _host_per_dimension_median(particles):
 
 
 _PER_DIMENSION_SAMPLE = 512  # sampled pairs per coordinate: the bracket that starts :func:`_propose`
-_PER_DIMENSION_CANDIDATES = 4096  # the bracket narrows until it holds at most this many pairs per coordinate
+_PER_DIMENSION_CANDIDATES = 4096  # the bracket narrows until it holds at most this many pairs per coordinate (or 4n)
 
 
-def _propose(rows: _SortedRows, a: np.ndarray, b: np.ndarray, k_lo: int, k_hi: int, n: int):
+def _candidates(n: int) -> int:
+    return max(_PER_DIMENSION_CANDIDATES, 4 * n)
+
+
+def _propose(rows: _SortedRows, sample: np.ndarray, count: int, k_lo: int, k_hi: int, n: int):
     """First thresholds for :func:`_per_dimension_chunk`: about ``margin`` pairs either side of the middle ranks.
 
-    Regula falsi on the strided-row estimate of the count (:meth:`_SortedRows.estimate`),
-    started from the sample's bracket ``[a, b]``, then linear interpolation ``margin``
-    pairs out (``margin`` exceeds the estimate's error: about 400 pairs at n = 1000,
-    measured). Only proposals: their exact counts decide.
+    ``sample``: ``[d, m]`` sorted sampled pair differences. Its middle value starts
+    a secant on the strided-row estimate of the count (:meth:`_SortedRows.estimate`),
+    whose first slope is the sample's own (its quantiles' spread); from the second
+    point the proposals lie ``margin`` pairs out (``margin`` exceeds the estimate's
+    error: about 400 pairs at n = 1000, measured). Only proposals: their exact counts decide.
     """
-    dtype = a.dtype
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    ca, cb = rows.estimate(a), rows.estimate(b)
+    dtype = sample.dtype
+    m = sample.shape[1]
     target = 0.5 * (k_lo + k_hi)
-    for _ in range(2):
-        frac = np.clip((target - ca) / np.maximum(cb - ca, 1), 0.05, 0.95)
-        mid = a + frac * (b - a)
-        cm = rows.estimate(mid)
-        below = cm <= target
-        a, ca = np.where(below, mid, a), np.where(below, cm, ca)
-        b, cb = np.where(below, b, mid), np.where(below, cb, cm)
-    margin = max(_PER_DIMENSION_CANDIDATES // 4, n)
-    slope = (b - a) / np.maximum(cb - ca, 1)
-    return (a + (k_lo - margin - ca) * slope).astype(dtype), (a + (k_hi + margin - ca) * slope).astype(dtype)
+    mid, step = min(int(target / count * m), m - 1), max(m // 16, 1)
+    lo_q, hi_q = max(mid - step, 0), min(mid + step, m - 1)
+    t0 = sample[:, mid].astype(np.float64)
+    slope = (sample[:, hi_q].astype(np.float64) - sample[:, lo_q]) / max((hi_q - lo_q) / m * count, 1)
+    c0 = rows.estimate(t0)
+    t1 = t0 + (target - c0) * slope
+    c1 = rows.estimate(t1)
+    secant = np.abs(c1 - c0) >= 1
+    slope = np.where(secant, (t1 - t0) / np.where(secant, c1 - c0, 1), slope)
+    margin = _candidates(n) // 4
+    return (t1 + (k_lo - margin - c1) * slope).astype(dtype), (t1 + (k_hi + margin - c1) * slope).astype(dtype)
 
 
 _STRIDE = 8  # rows per estimate point in :func:`_propose`
@@ -424,7 +429,7 @@ def _per_dimension_chunk(x):
     later proposals interpolate the count linearly inside the bracket. A proposal
     replaces a side only if its exact count (:class:`_SortedRows`) keeps the ranks
     inside, so a bad proposal costs time, never correctness. Once at most
-    ``_PER_DIMENSION_CANDIDATES`` pairs remain (or the bracket stops shrinking:
+    ``max(_PER_DIMENSION_CANDIDATES, 4n)`` pairs remain (or the bracket stops shrinking:
     ties), the pairs inside are gathered and partitioned. Cost ``O(d n log n)`` per
     proposal, a few proposals, not ``O(d n^2)``.
     """
@@ -447,8 +452,7 @@ def _per_dimension_chunk(x):
     i, j = np.random.default_rng(0).integers(0, n, (2, m))
     j = np.where(i == j, (j + 1) % n, j)
     sample = np.sort(np.abs(xs[:, i] - xs[:, j]), axis=1)
-    lo_r, hi_r = _bracket_ranks(ranks, count, m, _Z_HOST)
-    propose_lo, propose_hi = _propose(rows, sample[:, max(lo_r, 0)], sample[:, min(hi_r, m - 1)], k_lo, k_hi, n)
+    propose_lo, propose_hi = _propose(rows, sample, count, k_lo, k_hi, n)
     width = c_hi - c_lo
     for _ in range(8):
         s_new = rows.bounds(propose_lo, True)  # first j with diff >= proposal
@@ -462,9 +466,9 @@ def _per_dimension_chunk(x):
         hi_t, c_hi = np.where(take, propose_hi, hi_t), np.where(take, c_new, c_hi)
         stop = np.where(take[:, None], e_new, stop)
         before, width = width, c_hi - c_lo
-        if width.max() <= _PER_DIMENSION_CANDIDATES or np.array_equal(width, before):
+        if width.max() <= _candidates(n) or np.array_equal(width, before):
             break
-        margin = np.maximum(_PER_DIMENSION_CANDIDATES // 4, width // 50)
+        margin = np.maximum(_candidates(n) // 4, width // 50)
         scale = (hi_t - lo_t) / np.maximum(width, 1)
         propose_lo = (lo_t + np.clip(k_lo - margin - c_lo, 0, width) * scale).astype(x.dtype)
         propose_hi = (lo_t + np.clip(k_hi + margin - c_lo, 0, width) * scale).astype(x.dtype)
