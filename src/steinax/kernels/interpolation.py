@@ -101,17 +101,24 @@ def omega_limit(degree: int, dtype_name: str) -> float:
     return lo
 
 
-def _off_nodes(t: jax.Array, z: jax.Array) -> jax.Array:
-    """``t`` with any value equal to a node moved by one ulp (the barycentric formula divides by ``t - z_q``).
+def _barycentric_denominators(t: jax.Array, z: jax.Array, w: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(t, sigma)`` with ``sigma_a = sum_q w_q / (t_a - z_q)``, over ``[d, n, N]``.
 
-    Moving one ulp changes a kernel sum by at most its rounding error. This runs on
-    ``[d, n]`` before the passes: a select inside them would make XLA write their
-    ``[d, n, N]`` operands out, and a constant added to every difference (which would
-    also remove zeros) makes XLA's fused reductions about 60% slower (measured).
+    A point on a node makes its ``sigma`` infinite (``|t - z_q| >= 2^-34`` otherwise,
+    so no finite sum overflows). Such points, rare, are moved by one ulp, which
+    changes a kernel sum by at most its rounding error, and their row is summed
+    again. Checking after the pass keeps selects out of it (inside, XLA would write
+    the ``[d, n, N]`` operands out).
     """
-    nodes = jnp.sort(z)
-    hit = nodes[jnp.clip(jnp.searchsorted(nodes, t), 0, z.shape[0] - 1)] == t
-    return jnp.where(hit, jnp.nextafter(t, -jnp.sign(t)), t)
+    sigma = jnp.sum(w / (t[:, :, None] - z), axis=-1)
+    hit = ~jnp.isfinite(sigma)
+
+    def moved(args):
+        t, _ = args
+        t = jnp.where(hit, jnp.nextafter(t, -jnp.sign(t)), t)
+        return t, jnp.sum(w / (t[:, :, None] - z), axis=-1)
+
+    return jax.lax.cond(jnp.any(hit), moved, lambda args: args, (t, sigma))
 
 
 def interpolated_rbf_sums(t: jax.Array, omega: jax.Array, v: jax.Array, c: jax.Array, degree: int) -> jax.Array:
@@ -131,19 +138,19 @@ def interpolated_rbf_sums(t: jax.Array, omega: jax.Array, v: jax.Array, c: jax.A
     dtype = t.dtype
     z_np, w_np = chebyshev_nodes(degree)
     z, w = jnp.asarray(z_np, dtype), jnp.asarray(w_np, dtype)
-    t = _off_nodes(t, z)
-
-    # barycentric denominators sigma_a = sum_q w_q / (t_a - z_q)
-    sigma = jnp.sum(w / (t[:, :, None] - z), axis=-1)
+    t, sigma = _barycentric_denominators(t, z, w)
     # moments sum_b ell_q(t_b) u_b for u = v and u = 1, over [d, N, n] and [N, d, n]: the passes (and the
     # evaluation below, over [n, d, N]) broadcast t along different axes, so no two share a broadcast operand
     moment_v = w * jnp.sum((v / sigma)[:, None, :] / (t[:, None, :] - z[:, None]), axis=-1)
     moment_1 = w * jnp.sum((1 / sigma)[None, :, :] / (t[None, :, :] - z[:, None, None]), axis=-1).T
-    # values at the nodes: sum_q [k(z_p, z_q) moment_v_q + c g(z_p, z_q) moment_1_q] ([d, N, N] products:
-    # written as one fused reduction instead, XLA merges every pass into one slow fusion)
-    gap = z[:, None] - z[None, :]
-    core = jnp.exp(-omega[:, None, None] * (gap * gap))
-    slope = (c * jnp.sqrt(omega))[:, None, None] * gap * core
-    values = jnp.einsum("dpq,dq->dp", core, moment_v) + jnp.einsum("dpq,dq->dp", slope, moment_1)
-    # evaluation sum_q ell_q(t_a) values_q
-    return jnp.sum((values * w)[None, :, :] / (t.T[:, :, None] - z), axis=-1).T / sigma
+    # values at the nodes times the weights, w_p sum_q [k(z_p, z_q) moment_v_q + c g(z_p, z_q) moment_1_q]: one
+    # product with [k | c g] ([d, N, 2N]), so that the evaluation reads a plain array (a sum of two products,
+    # or a reduction here, would be fused into the evaluation and recomputed for every point)
+    gap_np = z_np[:, None] - z_np[None, :]
+    gap = jnp.asarray(np.concatenate([gap_np, gap_np], axis=1), dtype)  # constants, so [k | c g] is one fusion
+    first = jnp.asarray(np.concatenate([w_np[:, None] * np.ones_like(gap_np), np.zeros_like(gap_np)], axis=1), dtype)
+    second = jnp.asarray(np.concatenate([np.zeros_like(gap_np), w_np[:, None] * gap_np], axis=1), dtype)
+    mixed = (first + (c * jnp.sqrt(omega))[:, None, None] * second) * jnp.exp(-omega[:, None, None] * (gap * gap))
+    values = jnp.einsum("dpq,dq->dp", mixed, jnp.concatenate([moment_v, moment_1], axis=1))
+    # evaluation sum_q ell_q(t_a) values_q, over [n, d, N]
+    return jnp.sum(values[None, :, :] / (t.T[:, :, None] - z), axis=-1).T / sigma
