@@ -110,13 +110,13 @@ def _barycentric_denominators(t: jax.Array, z: jax.Array, w: jax.Array) -> tuple
     again. Checking after the pass keeps selects out of it (inside, XLA would write
     the ``[d, n, N]`` operands out).
     """
-    sigma = jnp.sum(w / (t[:, :, None] - z), axis=-1)
+    sigma = jnp.sum(w[None, None, :] / (t[:, :, None] - z[None, None, :]), axis=-1)
     hit = ~jnp.isfinite(sigma)
 
     def moved(args):
         t, _ = args
         t = jnp.where(hit, jnp.nextafter(t, -jnp.sign(t)), t)
-        return t, jnp.sum(w / (t[:, :, None] - z), axis=-1)
+        return t, jnp.sum(w[None, None, :] / (t[:, :, None] - z[None, None, :]), axis=-1)
 
     return jax.lax.cond(jnp.any(hit), moved, lambda args: args, (t, sigma))
 
@@ -141,8 +141,8 @@ def interpolated_rbf_sums(t: jax.Array, omega: jax.Array, v: jax.Array, c: jax.A
     t, sigma = _barycentric_denominators(t, z, w)
     # moments sum_b ell_q(t_b) u_b for u = v and u = 1, over [d, N, n] and [N, d, n]: the passes (and the
     # evaluation below, over [n, d, N]) broadcast t along different axes, so no two share a broadcast operand
-    moment_v = w * jnp.sum((v / sigma)[:, None, :] / (t[:, None, :] - z[:, None]), axis=-1)
-    moment_1 = w * jnp.sum((1 / sigma)[None, :, :] / (t[None, :, :] - z[:, None, None]), axis=-1).T
+    moment_v = w[None, :] * jnp.sum((v / sigma)[:, None, :] / (t[:, None, :] - z[None, :, None]), axis=-1)
+    moment_1 = w[None, :] * jnp.sum((1 / sigma)[None, :, :] / (t[None, :, :] - z[:, None, None]), axis=-1).T
     # values at the nodes times the weights, w_p sum_q [k(z_p, z_q) moment_v_q + c g(z_p, z_q) moment_1_q]: one
     # product with [k | c g] ([d, N, 2N]), so that the evaluation reads a plain array (a sum of two products,
     # or a reduction here, would be fused into the evaluation and recomputed for every point)
@@ -150,7 +150,7 @@ def interpolated_rbf_sums(t: jax.Array, omega: jax.Array, v: jax.Array, c: jax.A
     gap = jnp.asarray(np.concatenate([gap_np, gap_np], axis=1), dtype)  # constants, so [k | c g] is one fusion
     first = jnp.asarray(np.concatenate([w_np[:, None] * np.ones_like(gap_np), np.zeros_like(gap_np)], axis=1), dtype)
     second = jnp.asarray(np.concatenate([np.zeros_like(gap_np), w_np[:, None] * gap_np], axis=1), dtype)
-    mixed = (first + (c * jnp.sqrt(omega))[:, None, None] * second) * jnp.exp(-omega[:, None, None] * (gap * gap))
+    mixed = (first[None] + (c * jnp.sqrt(omega))[:, None, None] * second[None]) * jnp.exp(-omega[:, None, None] * (gap * gap)[None])
     values = jnp.einsum("dpq,dq->dp", mixed, jnp.concatenate([moment_v, moment_1], axis=1))
     # evaluation sum_q ell_q(t_a) values_q, over [n, d, N]
-    return jnp.sum(values[None, :, :] / (t.T[:, :, None] - z), axis=-1).T / sigma
+    return jnp.sum(values[None, :, :] / (t.T[:, :, None] - z[None, None, :]), axis=-1).T / sigma
