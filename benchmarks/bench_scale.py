@@ -121,9 +121,14 @@ def speed(args):
     print(f"n={n} d={d}: steinax run (trace every 10) {1e3 * s_run:.2f} ms/step; BlackJAX {1e3 * s_bj:.1f} ms "
           f"({s_bj / s_run:.0f}x); NumPyro {1e3 * s_np:.1f} ms ({s_np / s_run:.0f}x)")
     rows.append(dict(case="svgd run n=1000 d=100", ms=1e3 * s_run, blackjax_ratio=s_bj / s_run, numpyro_ratio=s_np / s_run))
-    s_cc = run_step_seconds(steinax.cc_svgd(), n, d, steps=20, trace_every=10)
-    print(f"n={n} d={d}: CC-SVGD {1e3 * s_cc:.2f} ms/step = {s_cc / s_run:.2f}x the SVGD step")
-    rows.append(dict(case="cc_svgd run n=1000 d=100", ms=1e3 * s_cc, svgd_ratio=s_cc / s_run))
+    # CC-SVGD against SVGD in interleaved rounds too (best of each): the ratio is what the target is about
+    s_cc, s_sv = np.inf, s_run
+    for _ in range(4):
+        s_cc = min(s_cc, run_step_seconds(steinax.cc_svgd(), n, d, steps=20, trace_every=10, runs=1))
+        s_sv = min(s_sv, run_step_seconds(steinax.svgd(), n, d, steps=100, trace_every=10, runs=1))
+    print(f"n={n} d={d}: CC-SVGD {1e3 * s_cc:.2f} ms/step = {s_cc / s_sv:.2f}x the SVGD step ({1e3 * s_sv:.2f} ms, "
+          f"best of the same rounds)")
+    rows.append(dict(case="cc_svgd run n=1000 d=100", ms=1e3 * s_cc, svgd_ratio=s_cc / s_sv))
     share, s_default, per_point = trace_share(n, d)
     print(f"n={n} d={d}, 200 steps: default trace (every 20th step and the ends) {1e3 * s_default:.2f} ms/step; "
           f"a trace point costs {1e3 * per_point:.2f} ms; the trace is {100 * share:.1f}% of the run")
