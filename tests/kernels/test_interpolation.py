@@ -107,8 +107,9 @@ def _as64(kernel):
     return RBF(jnp.asarray(np.asarray(kernel.bandwidth), jnp.float64))
 
 
-@pytest.mark.parametrize("n", [600, 601])
-@pytest.mark.parametrize("kernel", ["median", "fixed"])
+@pytest.mark.parametrize("n, kernel", [(600, "fixed"), (601, "median"),
+                                       pytest.param(600, "median", marks=pytest.mark.slow),
+                                       pytest.param(601, "fixed", marks=pytest.mark.slow)])
 def test_cc_svgd_auto_equals_direct_to_float32_tolerance(n, kernel):
     x = jax.random.normal(jax.random.key(n), (n, 6), jnp.float32) * jnp.array([[1, 2, 0.1, 5, 1, 1]], jnp.float32)
     k = RBF("per_dimension") if kernel == "median" else RBF(median_bandwidth(x, "per_dimension"))
@@ -118,6 +119,7 @@ def test_cc_svgd_auto_equals_direct_to_float32_tolerance(n, kernel):
     assert fast <= 4 * direct + 4 * 2.0**-24 * scale
 
 
+@pytest.mark.slow  # ~6 s (float64 compilation); CI's slow pass runs it
 def test_cc_svgd_auto_float64():
     with jax.enable_x64(True):
         x = jax.random.normal(jax.random.key(3), (600, 4), jnp.float64)
@@ -138,6 +140,7 @@ def test_uncovered_coordinates_are_summed_directly():
     assert fast <= 4 * direct + 4 * 2.0**-24 * scale
 
 
+@pytest.mark.slow  # ~4 s; CI's slow pass runs it
 def test_vmapped_direction_matches():
     xs = jax.random.normal(jax.random.key(2), (2, 512, 3), jnp.float32)
     assert all(_interpolated(x, median_bandwidth(x, "per_dimension")) for x in xs)
