@@ -59,8 +59,8 @@ def chebyshev_nodes(degree: int) -> tuple[np.ndarray, np.ndarray]:
     """First-kind Chebyshev points ``z_q = cos((2q + 1) pi / 2N)`` (``N = degree + 1``) and their barycentric weights.
 
     The points are built as ``sin`` of an odd-symmetric grid, so ``z[N - 1 - q] = -z[q]``
-    exactly. No point is ``+-1``, so the extreme
-    particles, which map to ``+-1``, never coincide with a node.
+    exactly. No point is ``+-1``, so the extreme particles, which map to ``+-1``,
+    never coincide with a node.
     """
     count = degree + 1
     q = np.arange(count)
@@ -72,16 +72,17 @@ def chebyshev_nodes(degree: int) -> tuple[np.ndarray, np.ndarray]:
 _G_PEAK = 1.0 / math.sqrt(2.0 * math.e)  # max of |r| exp(-r^2) over real r
 
 
+_LOG_RHO = np.geomspace(1e-4, 8.0, 2000)  # the bound holds for every rho > 1; its minimum over this grid is used
+
+
 def _log_bound(degree: int, omega: float) -> float:
     """log of the tensor-interpolation error bound of the module docstring, minimised over ``rho``."""
     lebesgue = 1.0 + (2.0 / math.pi) * math.log(degree + 1)
-    best = math.inf
-    for log_rho in np.geomspace(1e-4, 8.0, 2000):
-        rho = math.exp(log_rho)
-        b = 0.5 * (rho - 1.0 / rho)
-        log_m = omega * b * b + math.log(max(1.0, _G_PEAK + math.sqrt(omega) * b))
-        best = min(best, math.log(4.0) + log_m - degree * log_rho - math.log(rho - 1.0))
-    return math.log(1.0 + lebesgue) + best
+    rho = np.exp(_LOG_RHO)
+    b = 0.5 * (rho - 1.0 / rho)
+    log_m = omega * b * b + np.log(np.maximum(1.0, _G_PEAK + math.sqrt(omega) * b))
+    best = np.min(math.log(4.0) + log_m - degree * _LOG_RHO - np.log(rho - 1.0))
+    return math.log(1.0 + lebesgue) + float(best)
 
 
 @functools.lru_cache(maxsize=None)
