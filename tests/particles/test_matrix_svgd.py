@@ -209,8 +209,8 @@ def test_methods_run_and_report(key):
 
 
 @pytest.mark.parametrize("target", [
-    DoubleBanana(),
-    pytest.param(gmm_2d(), marks=pytest.mark.slow),  # ~20 s each; CI's slow pass runs them (default suite < 10 min)
+    pytest.param(DoubleBanana(), marks=pytest.mark.slow),  # ~20 s each; CI's slow pass runs them (default suite < 10 min)
+    pytest.param(gmm_2d(), marks=pytest.mark.slow),
     pytest.param(DoubleBanana("code"), marks=pytest.mark.slow),
 ], ids=["banana", "gmm", "banana-code"])
 def test_indefinite_hessians_stay_finite_and_bounded(key, target):
@@ -284,6 +284,7 @@ def test_bad_input(key):
                     optimizer=optax.sgd(0.1), rng_key=key, progress=False)
 
 
+@pytest.mark.slow  # ~19 s; CI's slow pass runs it (the default suite must stay under 10 minutes)
 def test_kfac_factors_and_solve(key):
     """With one example, A (x) G is exactly N g_W g_W^T (g_W the example's log-likelihood gradient in one layer's
     weights, row-major); the Kronecker solve equals the dense inverse of the damped blocks."""
