@@ -424,9 +424,10 @@ def _per_dimension_chunk(x):
 
     Each coordinate keeps a bracket ``[lo, hi]`` of differences with exact counts:
     ``#{diff < lo} <= k_lo`` and ``#{diff <= hi} > k_hi`` for the middle ranks
-    ``k_lo <= k_hi``, so the ranks lie among the pairs inside it. A sample of pair
-    differences proposes the first bracket (about ``+-3.5`` sd of the sample rank);
-    later proposals interpolate the count linearly inside the bracket. A proposal
+    ``k_lo <= k_hi``, so the ranks lie among the pairs inside it. :func:`_propose`
+    gives the first bracket (a secant on a strided-row estimate of the count,
+    started from sampled pair differences); later proposals, if needed, interpolate
+    the exact counts linearly inside the bracket. A proposal
     replaces a side only if its exact count (:class:`_SortedRows`) keeps the ranks
     inside, so a bad proposal costs time, never correctness. Once at most
     ``max(_PER_DIMENSION_CANDIDATES, 4n)`` pairs remain (or the bracket stops shrinking:

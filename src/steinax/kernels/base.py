@@ -329,6 +329,12 @@ def _power_jvp(half, primals, tangents):
 _VMAP_ELEMENTS = 2**24  # 64 MiB of float32 per [d, n, n] intermediate
 
 
+def check_coordinate_scale(scale, d: int) -> None:
+    """A ``[d]`` scale (one bandwidth per coordinate) must have ``d`` entries; a scalar or ``None`` always fits."""
+    if scale is not None and jnp.ndim(scale) == 1 and scale.shape[0] != d:
+        raise ValueError(f"a per-coordinate bandwidth must have length d = {d}; received shape {scale.shape}")
+
+
 def map_coordinates(fn, particles: jax.Array, scores: jax.Array, kernel: AbstractKernel, *extra: jax.Array):
     """Apply ``fn(column [n, 1], score_column [n, 1], kernel_i, *extra_columns)`` to every coordinate ``i``.
 
@@ -348,9 +354,7 @@ def map_coordinates(fn, particles: jax.Array, scores: jax.Array, kernel: Abstrac
     n, d = particles.shape
     if isinstance(kernel, RBF) and kernel.rule == "per_dimension":
         kernel = kernel.resolve(particles)
-    scale = kernel.scale if kernel.is_resolved else None
-    if scale is not None and jnp.ndim(scale) == 1 and scale.shape[0] != d:
-        raise ValueError(f"a per-coordinate bandwidth must have length d = {d}; received shape {scale.shape}")
+    check_coordinate_scale(kernel.scale if kernel.is_resolved else None, d)
 
     def one(args):
         i, *cols = args

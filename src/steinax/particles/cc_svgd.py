@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 
 from steinax._validation import check_block_size, check_particles, check_scores
-from steinax.kernels.base import RBF, AbstractKernel, as_kernel, map_coordinates
+from steinax.kernels.base import RBF, AbstractKernel, as_kernel, check_coordinate_scale, map_coordinates
 from steinax.kernels.interpolation import interpolated_rbf_sums, omega_limit
 from steinax.particles.base import AbstractParticleMethod
 from steinax.particles.svgd import _svgd, kernel_info
@@ -67,17 +67,22 @@ def _cc_svgd(particles, scores, kernel, block_size=None, sums="auto"):
     """``(phi, per-coordinate bandwidths)``; the kernel sums as the module docstring says."""
     if _interpolates(kernel, particles.shape[0], sums):
         h = kernel.resolve(particles).scale
-        if jnp.ndim(h) == 1 and h.shape[0] != particles.shape[1]:
-            raise ValueError(f"a per-coordinate bandwidth must have length d = {particles.shape[1]}; received shape {h.shape}")
+        check_coordinate_scale(h, particles.shape[1])
         h = jnp.broadcast_to(h, (particles.shape[1],))
         return _cc_svgd_interpolated(particles, scores, h, block_size), h
 
     def one(col, score_col, kernel_i):
-        phi, k = _svgd(col, score_col, kernel_i, block_size)
-        return phi[:, 0], kernel_info(k).get("bandwidth", jnp.zeros((), particles.dtype))
+        phi, k = _coordinate_direction(col, score_col, kernel_i, block_size)
+        return phi, kernel_info(k).get("bandwidth", jnp.zeros((), particles.dtype))
 
     phi_t, bandwidths = map_coordinates(one, particles, scores, kernel)
     return phi_t.T, bandwidths
+
+
+def _coordinate_direction(col, score_col, kernel_i, block_size):
+    """``(phi [n], resolved kernel)``: one coordinate's direction summed directly, the 1-D SVGD direction of Lemma 3."""
+    phi, k = _svgd(col, score_col, kernel_i, block_size)
+    return phi[:, 0], k
 
 
 def _cc_svgd_interpolated(particles, scores, h, block_size):
@@ -107,7 +112,8 @@ def _cc_svgd_interpolated(particles, scores, h, block_size):
     def direct(sums):
         def one(args):
             ok, col, score_col, h_i, row = args
-            return jax.lax.cond(ok, lambda: row, lambda: _svgd(col[:, None], score_col[:, None], RBF(h_i), block_size)[0][:, 0] * n)
+            return jax.lax.cond(ok, lambda: row,
+                                lambda: _coordinate_direction(col[:, None], score_col[:, None], RBF(h_i), block_size)[0] * n)
 
         return jax.lax.map(one, (covered, xt, scores.T, h, sums))
 
