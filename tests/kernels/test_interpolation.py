@@ -140,6 +140,22 @@ def test_uncovered_coordinates_are_summed_directly():
     assert fast <= 4 * direct + 4 * 2.0**-24 * scale
 
 
+def test_chunks_of_coordinates_take_their_own_degrees():
+    # 23 coordinates (three chunks of 10, the last padded): Student-t columns whose omegas span several ladder
+    # limits, so the chunks pick different degrees, and one outlier coordinate that no degree covers
+    rng = np.random.default_rng(5)
+    x = rng.standard_t(df=np.linspace(2.5, 30, 23), size=(600, 23)).astype(np.float32)
+    x[0, 7] = 40.0
+    x = jnp.asarray(x)
+    h = np.asarray(median_bandwidth(x, "per_dimension"))
+    omega = np.sort(((np.asarray(x).max(0) - np.asarray(x).min(0)) / 2) ** 2 / h)
+    limits = [omega_limit(deg, "float32") for deg in (63, 79, 95, 119)]
+    used = {int(np.searchsorted(limits, chunk.max())) for chunk in (omega[:10], omega[10:20], omega[20:])}
+    assert len(used) >= 2 and omega[-1] > limits[-1]
+    fast, direct, scale = _direction_errors(x, RBF("per_dimension"))
+    assert fast <= 4 * direct + 4 * 2.0**-24 * scale
+
+
 @pytest.mark.slow  # ~4 s; CI's slow pass runs it
 def test_vmapped_direction_matches():
     xs = jax.random.normal(jax.random.key(2), (2, 512, 3), jnp.float32)
