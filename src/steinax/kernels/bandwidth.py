@@ -312,15 +312,17 @@ def _row_bounds(xs, t, strict: bool, xp, square: bool = False, rows=None, cols=N
 
 
 class _SortedRows:
-    """Exact row bounds of :func:`_row_bounds` for many thresholds on the same sorted rows, at searchsorted speed.
+    """Exact row bounds of :func:`_row_bounds` for many thresholds on the same sorted rows, at merge speed.
 
-    The rows are mapped to float64 keys ``(xs - xs[:, 0]) / span + 4 c``, increasing
-    over the flattened array, so one ``np.searchsorted`` of ``xs[c, i] + t[c]`` gives
-    every bound approximately (the query rounds differently from ``fl(xs[j] - xs[i])``).
-    Each bound is then checked with the exact predicate on its two neighbours
-    (monotone in ``j``); the few that fail are found by :func:`_row_bounds`' binary search.
-    One long search, not one per row: NumPy releases the GIL for it, so the thread
-    pool's groups run in parallel (per-row searches in a Python loop do not).
+    Every bound comes approximately from the position of the query ``xs[c, i] + t[c]``
+    (float64) among row ``c``'s values (:meth:`bounds`: a merge of the two sorted
+    runs; the query rounds differently from ``fl(xs[j] - xs[i])``). Each bound is then
+    checked with the exact predicate on its two neighbours (monotone in ``j``); the
+    few that fail are found by :func:`_row_bounds`' binary search. The estimate on
+    sampled rows (:meth:`estimate`) searches float64 keys ``(xs - xs[:, 0]) / span + 4 c``,
+    increasing over the flattened array. Both are one NumPy call for all rows: NumPy
+    releases the GIL in them, so the thread pool's groups run in parallel (per-row
+    calls in a Python loop do not).
     """
 
     def __init__(self, xs: np.ndarray, stride: int):
