@@ -209,23 +209,32 @@ def _np_compact_chunk(c, m, lo, hi):
 def _np_compact(v, m, lo, hi):
     """``(count below lo, values in [lo, hi])`` of the unmasked entries, chunk by chunk.
 
-    Large inputs are split over a small thread pool (NumPy releases the GIL in
-    these loops), so the host pass uses the cores XLA's threads leave idle while
-    the callback runs.
+    From ``_THREADED`` values on, the input is split into one contiguous part per
+    worker of a small thread pool, each compacted chunk by chunk (NumPy releases the
+    GIL in these loops), so the host pass uses the cores XLA's threads leave idle
+    while the callback runs.
     """
     v = v.reshape(-1)
     m = None if m is None else m.reshape(-1)
-    starts = range(0, v.size, _CHUNK)
-    jobs = [(v[a : a + _CHUNK], None if m is None else m[a : a + _CHUNK], lo, hi) for a in starts]
     if v.size >= _THREADED and _pool() is not None:
-        results = list(_pool().map(lambda job: _np_compact_chunk(*job), jobs))
+        edges = np.linspace(0, v.size, POOL_WORKERS + 1).astype(np.int64)
+        parts = [(v[a:b], None if m is None else m[a:b]) for a, b in zip(edges[:-1], edges[1:])]
+        results = list(_pool().map(lambda part: _np_compact_serial(*part, lo, hi), parts))
     else:
-        results = [_np_compact_chunk(*job) for job in jobs]
+        results = [_np_compact_serial(v, m, lo, hi)]
     below = sum(r[0] for r in results)
-    return below, (np.concatenate([r[1] for r in results]) if results else v[:0])
+    return below, np.concatenate([r[1] for r in results])
 
 
-_THREADED = 2**23  # values from which the host pass uses threads (measured: 32 -> 24 ms at 25 M, no gain at 4 M)
+def _np_compact_serial(v, m, lo, hi):
+    results = [_np_compact_chunk(v[a : a + _CHUNK], None if m is None else m[a : a + _CHUNK], lo, hi)
+               for a in range(0, v.size, _CHUNK)]
+    return sum(r[0] for r in results), (np.concatenate([r[1] for r in results]) if results else v[:0])
+
+
+# values from which the host pass uses threads (measured on 2 cores: 5.1 -> 3.8 ms at 4 M values, 13.4 -> 9.3 ms at
+# 12.5 M; no gain at 500 k, where the threads' start-up costs what they save)
+_THREADED = 2**21
 _POOL = []
 POOL_WORKERS = min(8, os.cpu_count() or 1)
 
@@ -252,10 +261,10 @@ def host_select(values, ranks, mask=None) -> np.ndarray:
     ranks = [int(r) for r in ranks]
     if v.size > _HOST_SMALL:
         m = _sample_size(v.size)
-        brackets = [_bracket_ranks(ranks, v.size, m, z) for z in (_Z_HOST, _Z)]
-        picks = sorted({min(max(r, 0), m - 1) for b in brackets for r in b})
-        sample = np.partition(v[np.random.default_rng(0).integers(0, v.size, m)], picks)
-        for lo_r, hi_r in brackets:
+        sample = v[_sample_positions(v.size, m)]
+        for z in (_Z_HOST, _Z):  # the wider bracket only after a miss of the narrow one
+            lo_r, hi_r = _bracket_ranks(ranks, v.size, m, z)
+            sample = np.partition(sample, sorted({min(max(r, 0), m - 1) for r in (lo_r, hi_r)}))
             lo = sample[lo_r] if lo_r >= 0 else -np.inf
             hi = sample[hi_r] if hi_r < m else np.inf
             below, cand = _np_compact(v, None, lo, hi)
@@ -263,6 +272,14 @@ def host_select(values, ranks, mask=None) -> np.ndarray:
                 shifted = [r - below for r in ranks]
                 return np.partition(cand, shifted)[shifted]
     return np.partition(v, ranks)[ranks]
+
+
+@functools.lru_cache(maxsize=4)
+def _sample_positions(size: int, m: int) -> np.ndarray:
+    """``m`` random positions in ``[0, size)`` (fixed seed), cached: the same for every call of a given size."""
+    positions = np.random.default_rng(0).integers(0, size, m)
+    positions.flags.writeable = False
+    return positions
 
 
 def _sample_size(count: int) -> int:
