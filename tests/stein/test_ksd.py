@@ -16,7 +16,7 @@ def _data(key, dtype, n=9, d=3):
     return x, s
 
 
-@pytest.mark.parametrize("kname", ["rbf", "rbf_median", "rbf_vector", "imq"])
+@pytest.mark.parametrize("kname", ["rbf", "rbf_median", "rbf_vector", "imq", "imq_other"])
 @pytest.mark.parametrize("estimator", ["u", "v"])
 def test_ksd_equals_naive_double_loop(kname, estimator, dtype, tols, key):
     x, s = _data(key, dtype)
@@ -25,6 +25,27 @@ def test_ksd_equals_naive_double_loop(kname, estimator, dtype, tols, key):
     want = naive_ksd(x, s, lambda a, b: resolved(a, b), estimator)
     np.testing.assert_allclose(ksd(x, s, kernel, estimator), want, **tols)
     assert ksd(x, s, kernel, estimator).dtype == x.dtype
+
+
+@pytest.mark.parametrize("kname", ["rbf", "rbf_median", "rbf_vector", "imq", "imq_other"])
+@pytest.mark.parametrize("estimator", ["u", "v"])
+def test_ksd_row_sums_path_equals_naive_double_loop(kname, estimator, dtype, tols, key):
+    # d >= 32 takes the products-of-kernel-matrices path (stein_kernel_row_sums); d = 3 above takes the terms
+    x, s = _data(key, dtype, d=40)
+    kernel = RBF(jnp.linspace(0.5, 2.0, 40, dtype=dtype)) if kname == "rbf_vector" else kernel_zoo(kname, dtype, h=30.0)
+    resolved = kernel.resolve(x)
+    want = naive_ksd(x, s, lambda a, b: resolved(a, b), estimator)
+    np.testing.assert_allclose(ksd(x, s, kernel, estimator), want, **tols)
+
+
+def test_row_sums_over_row_blocks_total_the_stein_kernel_matrix(key):
+    from steinax.stein.ksd import stein_kernel_row_sums
+
+    x, s = _data(key, "float32", n=20, d=5)
+    for kernel in (IMQ(0.8, -0.3), RBF(2.0), RBF(jnp.linspace(1.0, 3.0, 5))):
+        total = sum(float(jnp.sum(stein_kernel_row_sums(x[a:a + 7], s[a:a + 7], x, s, kernel, row_index=jnp.arange(a, min(a + 7, 20)))))
+                    for a in range(0, 20, 7))
+        np.testing.assert_allclose(total, float(jnp.sum(stein_kernel_matrix(x, s, x, s, kernel))), rtol=2e-5)
 
 
 def test_stein_kernel_matrix_is_symmetric_psd(key):

@@ -18,7 +18,7 @@ from steinax._validation import check_block_size, check_finite_statistic, check_
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel, imq_fast_path
 from steinax.kernels.pairwise import fold_row_blocks, pairwise_plan, squared_distances
 
-__all__ = ["block_ksd", "stein_kernel_pairs", "SteinTerms", "stein_terms", "stein_kernel_from_terms", "stein_kernel_from_profile", "stein_kernel_matrix", "ksd", "ESTIMATORS"]
+__all__ = ["block_ksd", "stein_kernel_pairs", "SteinTerms", "stein_terms", "stein_kernel_from_terms", "stein_kernel_from_profile", "stein_kernel_matrix", "stein_kernel_row_sums", "ksd", "ESTIMATORS"]
 
 ESTIMATORS = ("u", "v")
 
@@ -123,6 +123,53 @@ def stein_kernel_from_profile(profile, terms: SteinTerms, ratios=None) -> jax.Ar
         return profile[0] * (g + r1 * c1 + r2 * c2)
     kap, d1, d2 = profile
     return kap * g + d1 * c1 + d2 * c2
+
+
+def stein_kernel_row_sums(x, score_x, y, score_y, kernel: AbstractKernel, sqdist=None, row_index=None) -> jax.Array:
+    """``[rows]`` sums over ``b`` of the Stein kernel of :func:`stein_kernel_from_terms`, by matrix products.
+
+    For callers that sum over **all** ordered pairs of one sample (``x`` a row block
+    of ``y``, every row visited once), as :func:`stein_terms` with ``for_sums=True``:
+    the terms of ``u = kappa G + kappa' C1 + kappa'' C2`` are summed over ``b`` before
+    the score products are formed. With ``K = kappa(S)``, ``K' = kappa'(S)``,
+    ``xh = (x - centre) / h`` and ``C1_ab = 4 xh_a^T (s_b - s_a) - 2 sum_d 1/h_d`` (the
+    symmetrised cross term of :func:`stein_terms`):
+
+    .. math::
+
+        \sum_b u_{ab} = s_a^T (K S)_a + 4\, xh_a^T (K' S)_a
+          - (4\, xh_a^T s_a + 2 \textstyle\sum_d 1/h_d) (K' 1)_a
+          - 4 \textstyle\sum_b \kappa''_{ab} \sum_d (x_{ad} - y_{bd})^2 / h_d^2.
+
+    Two ``n x n x d`` products besides the distances (one for the RBF kernel,
+    ``kappa' = r kappa``), against three for the terms; on the CPU backend the
+    product-then-reduce layout also fuses better (the trace's KSD at n = 1000,
+    d = 100: 6.5 -> 3.9 ms, measured). Entry by entry these are not the Stein kernel's
+    row sums (the cross term is symmetrised); their total over all rows is.
+    """
+    d = x.shape[1]
+    scale = kernel.scale
+    if scale is None or jnp.ndim(scale) == 0:
+        h = jnp.ones((), x.dtype) if scale is None else scale
+        d2 = squared_distances(x, y, row_index=row_index) if sqdist is None else sqdist
+        sq, sq2, inv_row, inv_sum = d2 / h, d2 / (h * h), 1.0 / h, d / h
+    else:
+        sq = squared_distances(x, y, scale, row_index=row_index)
+        sq2 = squared_distances(x, y, scale * scale, row_index=row_index)
+        inv_row, inv_sum = (1.0 / scale)[None, :], jnp.sum(1.0 / scale)
+    xh = (x - jnp.mean(y, axis=0, keepdims=True)) * inv_row  # the cross term is translation invariant: centre first
+    ratios = _ratios(kernel)
+    if ratios is not None:  # kappa' = r1 kappa, kappa'' = r2 kappa: one product
+        r1, r2 = ratios
+        kap = kernel.profile(sq)[0]
+        ks = kap @ score_y
+        d1_s, d1_rows, d2_sq = r1 * ks, r1 * jnp.sum(kap, axis=1), r2 * jnp.sum(kap * sq2, axis=1)
+    else:
+        kap, d1, d2 = kernel.profile(sq)
+        ks, d1_s = kap @ score_y, d1 @ score_y
+        d1_rows, d2_sq = jnp.sum(d1, axis=1), jnp.sum(d2 * sq2, axis=1)
+    return (jnp.sum(score_x * ks, axis=1) + 4.0 * jnp.sum(xh * d1_s, axis=1)
+            - (4.0 * jnp.sum(xh * score_x, axis=1) + 2.0 * inv_sum) * d1_rows - 4.0 * d2_sq)
 
 
 def stein_kernel_matrix(
@@ -238,15 +285,26 @@ def _ksd(particles, scores, kernel, estimator, block_size):
     Layout by :func:`~steinax.kernels.pairwise.pairwise_plan`: one fused pass
     over row blocks (distances, profile and Stein terms of a block computed
     together, summed at once), after storing the distances only when a median
-    rule reads them and they fit.
+    rule reads them and they fit. A block's sum is taken over the Stein kernel's
+    terms (:func:`stein_terms`, everything elementwise after three products) or, for
+    ``d >= 32`` in blocks of at least 256 rows, by :func:`stein_kernel_row_sums`
+    (the kernel matrices times the scores). Both are exact; the choice is speed,
+    measured on the CPU backend: the row sums take 4.0 instead of 6.4 ms at
+    n = 1000, d = 100 and 130 instead of 141 ms at n = 5000, d = 100, but at d = 10
+    (n = 5000: 58 against 37 ms) or in blocks of 104 rows (n = 20,000, d = 100:
+    2.87 against 2.66 s) the fused terms win.
     """
-    n = particles.shape[0]
+    n, d = particles.shape
     plan = pairwise_plan(n, particles.dtype, block_size, store_wanted=kernel.reads_distances, arrays=6)
     sqdist = squared_distances(particles, particles) if plan.store else None
     kernel = kernel.resolve(particles, sqdist, None if plan.store else plan.rows)
+    row_sums = d >= 32 and (plan.rows is None or plan.rows >= 256)
 
     def rows(acc, row_index, xr, sr, *dr):
         def block(kernel):
+            if row_sums:
+                sums = stein_kernel_row_sums(xr, sr, particles, scores, kernel, dr[0] if dr else None, row_index)
+                return jnp.sum(jnp.where(row_index >= 0, sums, 0.0))
             terms = stein_terms(xr, sr, particles, scores, kernel.scale, dr[0] if dr else None, for_sums=True,
                                 row_index=row_index)
             return jnp.sum(jnp.where((row_index >= 0)[:, None], stein_kernel_from_terms(kernel, terms), 0.0))
