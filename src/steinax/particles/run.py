@@ -241,8 +241,9 @@ def run(
         rng_key: a JAX PRNG key; the run is deterministic given it.
         trace_every: record the trace every this many steps (default ``max(20, steps // 100)``,
             reduced to a divisor of ``checkpoint_every`` when that is given,
-            at most ``steps``: a trace point costs about 1-1.6 SVGD steps (the IMQ Stein kernel
-            and one score evaluation), so by default the trace takes 4-9% of the run).
+            at most ``steps``: a trace point costs about one SVGD step (the IMQ Stein kernel
+            and one score evaluation; 4.2 ms against a 4.9 ms step at n = 1000, d = 100 on
+            2 CPU cores), so by default the trace takes about 5% of the run).
         diagnostic_kernel: the trace's KSD kernel (default ``IMQ(1, -1/2)``; keep the
             default to compare traces across methods).
         diagnostic_block_size: row-block size for the trace's KSD (default automatic).
