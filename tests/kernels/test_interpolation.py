@@ -26,10 +26,12 @@ def _barycentric(points, degree):
     return np.where(exact.any(axis=1, keepdims=True), exact.astype(float), basis)
 
 
+@pytest.mark.parametrize("second", [False, True])
 @pytest.mark.parametrize("degree", [31, 63, 119])
-def test_bound_holds_on_a_fine_grid(degree):
-    # at the largest omega the bound allows, the tensor interpolant of k and of g errs by at most 2^-24
-    omega = omega_limit(degree, "float32")
+def test_bound_holds_on_a_fine_grid(degree, second):
+    # at the largest omega the bound allows, the tensor interpolant of k and of g (and of g2 with ``second``)
+    # errs by at most 2^-24
+    omega = omega_limit(degree, "float32", second)
     assert omega > 0
     grid = np.linspace(-1, 1, 801)
     basis = _barycentric(grid, degree)
@@ -37,7 +39,11 @@ def test_bound_holds_on_a_fine_grid(degree):
     gap, node_gap = grid[:, None] - grid[None, :], z[:, None] - z[None, :]
     k, k_nodes = np.exp(-omega * gap**2), np.exp(-omega * node_gap**2)
     g, g_nodes = np.sqrt(omega) * gap * k, np.sqrt(omega) * node_gap * k_nodes
-    for exact, nodes in ((k, k_nodes), (g, g_nodes)):
+    pairs = [(k, k_nodes), (g, g_nodes)]
+    if second:
+        assert omega < omega_limit(degree, "float32")  # g2 is larger on the ellipse: a smaller limit
+        pairs.append((omega * gap**2 * k, omega * node_gap**2 * k_nodes))
+    for exact, nodes in pairs:
         assert np.abs(basis @ nodes @ basis.T - exact).max() <= 2.0**-24
 
 
@@ -93,7 +99,7 @@ def _direction_errors(x, kernel, **kw):
 
 def _interpolated(x, h):
     """Whether every coordinate of ``x`` is within the largest ladder degree's limit (the interpolation is used)."""
-    from steinax.particles.cc_svgd import _LADDER
+    from steinax.kernels.interpolation import LADDER as _LADDER
 
     n = x.shape[0]
     degree = max(d for d in _LADDER if 4 * (d + 1) <= n)

@@ -113,3 +113,58 @@ def test_conditional_variant_and_scores_equal_naive_loops(key):
     u = naive_stein_kernel(lambda a, b: jnp.exp(-((a[0] - b[0]) ** 2) / h))
     naive = sum(float(u(x[a, i : i + 1], y[a, i : i + 1], s[a, i : i + 1], t[a, i : i + 1])) for a in range(6) for i in range(3)) / 6
     np.testing.assert_allclose(kcc_sd_conditional(x, s, y, t, RBF(h)), naive, rtol=1e-4, atol=1e-6)
+
+
+def _kcc_terms_float64(x, s, h):
+    """Per coordinate: the float64 V-statistic total sum_ab k_cc(a, b) and sum_ab |k_cc(a, b)| (1-D RBF, bandwidth h)."""
+    totals, scales = [], []
+    for i in range(x.shape[1]):
+        a, sa = x[:, i], s[:, i]
+        diff = a[:, None] - a[None, :]
+        k = np.exp(-diff**2 / h[i])
+        u = sa[:, None] * sa[None, :] * k + 2 * diff / h[i] * k * (sa[:, None] - sa[None, :]) + (2 / h[i] - 4 * diff**2 / h[i] ** 2) * k
+        totals.append(u.sum())
+        scales.append(np.abs(u).sum())
+    return np.array(totals), np.array(scales)
+
+
+@pytest.mark.parametrize("rule", ["per_dimension", "fixed"])
+@pytest.mark.parametrize("estimator", ["v", "u"])
+def test_interpolated_kcc_sd_is_exact_to_float32_roundoff(rule, estimator):
+    # n >= 128 with an RBF kernel: the four double sums are one bilinear form of the Chebyshev interpolant
+    from steinax.kernels.bandwidth import median_bandwidth
+    from steinax.kernels.interpolation import omega_limit
+
+    n = 600
+    rng = np.random.default_rng(4)
+    x = (rng.normal(size=(n, 6)) * np.array([0.5, 1, 2, 3, 1, 1]) + 0.3 * rng.normal(size=(n, 6)) ** 2).astype(np.float32)
+    s = (-x + 0.2 * np.sin(3 * x)).astype(np.float32)
+    h = np.asarray(median_bandwidth(jnp.asarray(x), "per_dimension"), np.float64)
+    kernel = RBF("per_dimension") if rule == "per_dimension" else RBF(jnp.asarray(h, jnp.float32))
+    half = (x.max(0) - x.min(0)) / 2.0
+    assert np.all(half**2 / h <= omega_limit(119, "float32", True))  # every coordinate interpolated
+    got = np.asarray(kcc_sd_coordinates(jnp.asarray(x), jnp.asarray(s), kernel, estimator), np.float64)
+    totals, scales = _kcc_terms_float64(x.astype(np.float64), s.astype(np.float64), h)
+    if estimator == "u":
+        totals = totals - (s.astype(np.float64) ** 2).sum(0) - n * 2 / h
+    want = totals / (n * n if estimator == "v" else n * (n - 1))
+    # float32 roundoff of a sum of n^2 terms, relative to the sum of their magnitudes (the interpolant's
+    # Lebesgue constant, about 4 at D = 119, enters squared through the two moments): 16 u
+    np.testing.assert_array_less(np.abs(got - want), 16 * 2.0**-24 * scales / n**2)
+    direct = np.asarray(kcc_sd_coordinates(jnp.asarray(x), jnp.asarray(s), kernel, estimator, sums="direct"), np.float64)
+    np.testing.assert_array_less(np.abs(direct - want), 16 * 2.0**-24 * scales / n**2)  # the same bar as direct sums
+
+
+def test_interpolated_kcc_sd_sums_uncovered_coordinates_directly():
+    x = jax.random.normal(jax.random.key(1), (200, 3))
+    x = x.at[0, 0].set(1e4).at[:, 1].set(2.5)  # an outlier beyond every degree, a constant coordinate
+    s = -x
+    got = kcc_sd_coordinates(x, s, RBF("per_dimension"))
+    want = kcc_sd_coordinates(x, s, RBF("per_dimension"), sums="direct")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * float(jnp.abs(want).max()))
+
+
+def test_kcc_sd_sums_must_be_a_known_mode(key):
+    x, s = _data(key)
+    with pytest.raises(ValueError, match="`sums` must be one of"):
+        kcc_sd(x, s, RBF(1.0), sums="fast")

@@ -34,41 +34,24 @@ sums to float tolerance. The interpolation is used where it is cheaper (``D + 1 
 
 from __future__ import annotations
 
-import functools
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
 from steinax._validation import check_block_size, check_particles, check_scores
-from steinax.kernels.base import RBF, AbstractKernel, as_kernel, check_coordinate_scale, map_coordinates
-from steinax.kernels.interpolation import interpolated_rbf_sums, omega_limit
+from steinax.kernels.base import RBF, AbstractKernel, as_kernel, map_coordinates
+from steinax.kernels.interpolation import by_degree, check_sums, coordinate_bandwidths, interpolated_rbf_sums, interpolates, scaled_coordinates
 from steinax.particles.base import AbstractParticleMethod
 from steinax.particles.svgd import _svgd, kernel_info
 
 __all__ = ["cc_svgd_direction", "CCSVGD", "cc_svgd"]
 
 
-SUMS = ("auto", "direct")
-_LADDER = (31, 47, 63, 79, 95, 119, 151, 191, 255, 383, 511)  # about 1.25x apart: a ladder step costs ~0.3 s of compilation
-
-
-def _check_sums(sums):
-    if sums not in SUMS:
-        raise ValueError(f"`sums` must be one of {SUMS}; received {sums!r}")
-
-
-def _interpolates(kernel, n: int, sums: str) -> bool:
-    return sums == "auto" and isinstance(kernel, RBF) and kernel.rule in (None, "per_dimension") and n >= 128
-
-
 @eqx.filter_jit
 def _cc_svgd(particles, scores, kernel, block_size=None, sums="auto"):
     """``(phi, per-coordinate bandwidths)``; the kernel sums as the module docstring says."""
-    if _interpolates(kernel, particles.shape[0], sums):
-        h = kernel.resolve(particles).scale
-        check_coordinate_scale(h, particles.shape[1])
-        h = jnp.broadcast_to(h, (particles.shape[1],))
+    if interpolates(kernel, particles.shape[0], sums):
+        h = coordinate_bandwidths(kernel, particles)
         return _cc_svgd_interpolated(particles, scores, h, block_size), h
 
     def one(col, score_col, kernel_i):
@@ -85,49 +68,18 @@ def _coordinate_direction(col, score_col, kernel_i, block_size):
     return phi[:, 0], k
 
 
-_CHUNK = 10  # coordinates per degree choice (at most 16 chunks): measured 12% faster than one degree for all at d = 100
-
-
 def _cc_svgd_interpolated(particles, scores, h, block_size, chunk=None):
     """Lemma 3 with every coordinate's sums interpolated (:func:`~steinax.kernels.interpolation.interpolated_rbf_sums`).
 
     Coordinate ``i``: ``sum_l k(x_li, x_mi) s_li + sum_l d/dx_li k(x_li, x_mi)``, where
-    ``d/dx_l k(x_l, x_m) = (2 / sqrt(h)) g(x_m, x_l)``. The coordinates are sorted by
-    ``omega`` and taken ``chunk`` at a time (``lax.map``; default ``_CHUNK``, or ``d / 16``
-    for large ``d``); each chunk's degree is the
-    smallest of the ladder (``D + 1 <= n / 4``) whose bound covers its largest
-    ``omega``, so a few wide coordinates do not set every coordinate's degree.
-    Coordinates beyond the largest degree are summed directly.
+    ``d/dx_l k(x_l, x_m) = (2 / sqrt(h)) g(x_m, x_l)``. Each chunk of coordinates takes
+    the degree its ``omega`` needs (:func:`~steinax.kernels.interpolation.by_degree`);
+    coordinates beyond the largest degree are summed directly.
     """
-    n, d = particles.shape
-    dtype = particles.dtype
-    ladder = [deg for deg in _LADDER if 4 * (deg + 1) <= n]
-    limits = jnp.asarray([omega_limit(deg, jnp.dtype(dtype).name) for deg in ladder], dtype)
+    n = particles.shape[0]
     xt = particles.T
-    lo, hi = jnp.min(xt, axis=1), jnp.max(xt, axis=1)
-    half = 0.5 * (hi - lo)
-    spread = half > 0
-    t = jnp.where(spread[:, None], jnp.clip((xt - (lo + half)[:, None]) / jnp.where(spread, half, 1)[:, None], -1, 1), 0)
-    # omega rounds by a few ulps; the margin keeps the check on the safe side of the bound
-    omega = jax.lax.stop_gradient(half * half / h) * (1 + 16 * jnp.finfo(dtype).eps)
-    # chunks of coordinates in increasing omega; the padding repeats the widest coordinate (the last chunk's own)
-    chunk = min(d, max(_CHUNK, -(-d // 16)) if chunk is None else chunk)
-    n_chunks = -(-d // chunk)
-    order = jnp.concatenate([jnp.argsort(omega), jnp.full((n_chunks * chunk - d,), jnp.argmax(omega))])
-    branches = [functools.partial(interpolated_rbf_sums, degree=deg) for deg in ladder]
-
-    def one_chunk(args):
-        t_c, omega_c, v_c, c_c = args
-        pick = jnp.minimum(jnp.sum(jnp.max(omega_c) > limits), len(ladder) - 1)
-        return jax.lax.switch(pick, branches, t_c, omega_c, v_c, c_c), omega_c <= limits[pick]
-
-    def chunked(a):
-        return a[order].reshape((n_chunks, chunk) + a.shape[1:])
-
-    sums_c, covered_c = jax.lax.map(one_chunk, (chunked(t), chunked(omega), chunked(scores.T), chunked(2 / jnp.sqrt(h))))
-    # back to the coordinates' order: the inverse of the sort (the padding, after place d, is dropped)
-    back = jnp.zeros((d,), jnp.int32).at[order[:d]].set(jnp.arange(d, dtype=jnp.int32))
-    sums, covered = sums_c.reshape(-1, n)[back], covered_c.reshape(-1)[back]
+    t, omega = scaled_coordinates(particles, h)
+    sums, covered = by_degree(interpolated_rbf_sums, t, omega, scores.T, 2 / jnp.sqrt(h), chunk=chunk)
 
     def direct(sums):
         def one(args):
@@ -158,7 +110,7 @@ def cc_svgd_direction(
     particles = check_particles(particles)
     scores = check_scores(scores, particles)
     check_block_size(block_size)
-    _check_sums(sums)
+    check_sums(sums)
     return _cc_svgd(particles, scores, as_kernel(kernel, RBF("per_dimension")), block_size, sums)[0]
 
 
@@ -172,7 +124,7 @@ class CCSVGD(AbstractParticleMethod):
     def __check_init__(self):
         as_kernel(self.kernel, None)
         check_block_size(self.block_size)
-        _check_sums(self.sums)
+        check_sums(self.sums)
 
     def direction(self, rng_key, particles, scores, aux, curvature=None):
         del rng_key

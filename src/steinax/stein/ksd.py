@@ -137,9 +137,9 @@ def stein_kernel_row_sums(x, score_x, y, score_y, kernel: AbstractKernel, sqdist
 
     .. math::
 
-        \sum_b u_{ab} = s_a^T (K S)_a + 4\, xh_a^T (K' S)_a
-          - (4\, xh_a^T s_a + 2 \textstyle\sum_d 1/h_d) (K' 1)_a
-          - 4 \textstyle\sum_b \kappa''_{ab} \sum_d (x_{ad} - y_{bd})^2 / h_d^2.
+        \\sum_b u_{ab} = s_a^T (K S)_a + 4\\, xh_a^T (K' S)_a
+          - (4\\, xh_a^T s_a + 2 \\textstyle\\sum_d 1/h_d) (K' 1)_a
+          - 4 \\textstyle\\sum_b \\kappa''_{ab} \\sum_d (x_{ad} - y_{bd})^2 / h_d^2.
 
     Two ``n x n x d`` products besides the distances (one for the RBF kernel,
     ``kappa' = r kappa``), against three for the terms; on the CPU backend the
