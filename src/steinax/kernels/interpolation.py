@@ -15,7 +15,9 @@ the tensor-product interpolant in the ``N = D + 1`` Chebyshev points of the firs
 kind ``z_q``, with ``\\ell_q`` the Lagrange basis in barycentric form
 (Berrut & Trefethen 2004, eq. 4.2; first-kind weights ``(-1)^q \\sin((2q + 1)\\pi / 2N)``).
 A kernel sum ``sum_b k(x_a, x_b) v_b`` then costs ``O(n N)``, not ``O(n^2)``:
-moments ``sum_b \\ell_q(t_b) v_b``, an ``N x N`` product, and an evaluation.
+moments ``sum_b \\ell_q(t_b) v_b``, an ``N x N`` product, and an evaluation
+(:func:`interpolated_rbf_sums`, CC-SVGD); a double sum ``sum_ab v_a k(x_a, x_b) u_b`` is a
+bilinear form of two moments (:func:`interpolated_rbf_forms`, KCC-SD).
 
 **Error bound** (decided here, used by every caller). The kernel is entire; on the
 Bernstein ellipse ``E_rho`` in one variable (the other real, in ``[-1, 1]``)
@@ -36,7 +38,9 @@ The same holds for ``g(x_a, x_b) = ((x_a - x_b) / sqrt(h)) k(x_a, x_b)``, the ke
 derivative up to the factor ``-2 / sqrt(h)``: with ``w = sqrt(omega) (z - y) = r + i s``,
 ``|g| = |w| exp(s^2 - r^2) <= (1 / sqrt(2e) + sqrt(omega) b) exp(omega b^2)`` on the
 ellipse (``|r| exp(-r^2) <= 1 / sqrt(2e)``, ``|s| <= sqrt(omega) b``).
-:func:`omega_limit` uses the larger of the two ``M``.
+:func:`omega_limit` uses the larger of the two ``M``. KCC-SD's second-derivative term
+needs ``g2(x_a, x_b) = ((x_a - x_b)^2 / h) k`` too: ``|g2| = |w|^2 exp(s^2 - r^2) <=
+(1 / e + omega b^2) exp(omega b^2)`` (``r^2 exp(-r^2) <= 1 / e``), used with ``second=True``.
 
 On CPU every pass below is one fused reduction over the last axis (about 0.2 ns per
 term). No two passes share a broadcast operand (XLA would write it out, a
@@ -208,6 +212,7 @@ SUMS = ("auto", "direct")  # how the complete-conditional methods sum their univ
 
 
 def check_sums(sums) -> None:
+    """A ``sums`` argument must be one of :data:`SUMS`; otherwise a ``ValueError`` naming it."""
     if sums not in SUMS:
         raise ValueError(f"`sums` must be one of {SUMS}; received {sums!r}")
 
