@@ -58,7 +58,7 @@ import numpy as np
 
 from steinax.kernels.base import RBF, check_coordinate_scale
 
-__all__ = ["chebyshev_nodes", "omega_limit", "interpolated_rbf_sums", "interpolated_rbf_forms", "scaled_coordinates", "by_degree", "LADDER", "SUMS", "check_sums", "interpolates", "coordinate_bandwidths"]
+__all__ = ["chebyshev_nodes", "omega_limit", "interpolated_rbf_sums", "interpolated_rbf_forms", "scaled_coordinates", "by_degree", "LADDER", "SUMS", "check_sums", "interpolates", "coordinate_bandwidths", "fill_uncovered"]
 
 
 def chebyshev_nodes(degree: int) -> tuple[np.ndarray, np.ndarray]:
@@ -290,3 +290,21 @@ def by_degree(fn, t: jax.Array, omega: jax.Array, *args: jax.Array, second: bool
     # back to the coordinates' order: the inverse of the sort (the padding, after place d, is dropped)
     back = jnp.zeros((d,), jnp.int32).at[order[:d]].set(jnp.arange(d, dtype=jnp.int32))
     return out.reshape((-1,) + out.shape[2:])[back], covered.reshape(-1)[back]
+
+
+def fill_uncovered(covered: jax.Array, values: jax.Array, direct, particles: jax.Array, scores: jax.Array, h: jax.Array):
+    """``values[i]`` where ``covered[i]``, else ``direct(column [n, 1], score column [n, 1], RBF(h_i))``.
+
+    The callers' exact fallback for coordinates no ladder degree covers
+    (:func:`by_degree`): one ``lax.cond`` per coordinate inside a ``lax.map``, skipped
+    altogether (an outer ``lax.cond``) when every coordinate is covered.
+    """
+
+    def fill(values):
+        def one(args):
+            ok, col, score_col, h_i, row = args
+            return jax.lax.cond(ok, lambda: row, lambda: direct(col[:, None], score_col[:, None], RBF(h_i)))
+
+        return jax.lax.map(one, (covered, particles.T, scores.T, h, values))
+
+    return jax.lax.cond(jnp.all(covered), lambda v: v, fill, values)

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 
 from steinax._validation import check_block_size, check_particles, check_scores
 from steinax.kernels.base import RBF, AbstractKernel, as_kernel, map_coordinates
-from steinax.kernels.interpolation import by_degree, check_sums, coordinate_bandwidths, interpolated_rbf_sums, interpolates, scaled_coordinates
+from steinax.kernels.interpolation import by_degree, check_sums, coordinate_bandwidths, fill_uncovered, interpolated_rbf_sums, interpolates, scaled_coordinates
 from steinax.particles.base import AbstractParticleMethod
 from steinax.particles.svgd import _svgd, kernel_info
 
@@ -77,19 +77,10 @@ def _cc_svgd_interpolated(particles, scores, h, block_size, chunk=None):
     coordinates beyond the largest degree are summed directly.
     """
     n = particles.shape[0]
-    xt = particles.T
     t, omega = scaled_coordinates(particles, h)
     sums, covered = by_degree(interpolated_rbf_sums, t, omega, scores.T, 2 / jnp.sqrt(h), chunk=chunk)
-
-    def direct(sums):
-        def one(args):
-            ok, col, score_col, h_i, row = args
-            return jax.lax.cond(ok, lambda: row,
-                                lambda: _coordinate_direction(col[:, None], score_col[:, None], RBF(h_i), block_size)[0] * n)
-
-        return jax.lax.map(one, (covered, xt, scores.T, h, sums))
-
-    sums = jax.lax.cond(jnp.all(covered), lambda s: s, direct, sums)
+    sums = fill_uncovered(covered, sums, lambda col, s_col, k: _coordinate_direction(col, s_col, k, block_size)[0] * n,
+                          particles, scores, h)
     return sums.T / n
 
 

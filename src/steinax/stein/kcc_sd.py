@@ -42,8 +42,8 @@ import jax
 import jax.numpy as jnp
 
 from steinax._validation import check_block_size, check_finite_statistic, check_particles, check_scores
-from steinax.kernels.base import IMQ, RBF, AbstractKernel, as_kernel, map_coordinates
-from steinax.kernels.interpolation import by_degree, check_sums, coordinate_bandwidths, interpolated_rbf_forms, interpolates, scaled_coordinates
+from steinax.kernels.base import IMQ, AbstractKernel, as_kernel, map_coordinates
+from steinax.kernels.interpolation import by_degree, check_sums, coordinate_bandwidths, fill_uncovered, interpolated_rbf_forms, interpolates, scaled_coordinates
 from steinax.stein.ksd import _ksd, check_estimator, stein_kernel_pairs
 
 __all__ = ["complete_conditional_scores", "kcc_sd", "kcc_sd_conditional", "kcc_sd_coordinates"]
@@ -103,15 +103,8 @@ def _kcc_interpolated_totals(particles, scores, h, block_size):
     coef = jnp.stack([jnp.ones_like(h), 4.0 / jnp.sqrt(h), 2.0 / h, -4.0 / h], axis=1)
     totals, covered = by_degree(interpolated_rbf_forms, t, omega, scores.T, coef, second=True)
 
-    def direct(totals):
-        def one(args):
-            ok, col, score_col, h_i, total = args
-            return jax.lax.cond(ok, lambda: total,
-                                lambda: _ksd(col[:, None], score_col[:, None], RBF(h_i), "v", block_size) * float(n * n))
-
-        return jax.lax.map(one, (covered, particles.T, scores.T, h, totals))
-
-    return jax.lax.cond(jnp.all(covered), lambda v: v, direct, totals)
+    return fill_uncovered(covered, totals, lambda col, s_col, k: _ksd(col, s_col, k, "v", block_size) * float(n * n),
+                          particles, scores, h)
 
 
 def kcc_sd(
