@@ -353,8 +353,9 @@ class _SortedRows:
         A stable argsort (timsort: it merges the two runs in linear time) puts each
         query after the keys it exceeds, ties after the keys (``side="right"``) or,
         with the queries first, before them (``"left"``, ``strict``). A query's count
-        is its merged position less the queries before it. About 1.6x faster than
-        ``searchsorted`` over the flattened keys (measured, n = 1000).
+        is its merged position less the queries before it. Alone about 1.6x faster than
+        ``searchsorted`` over the flattened keys (measured, n = 1000, 50 rows); within
+        the whole median, on the pool, a few percent.
         """
         d, n = self.xs.shape
         query = self.wide + t.astype(np.float64)[:, None]
