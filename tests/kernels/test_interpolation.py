@@ -158,6 +158,18 @@ def test_chunks_of_coordinates_take_their_own_degrees():
     limits = [omega_limit(deg, "float32") for deg in (63, 79, 95, 119)]
     used = {int(np.searchsorted(limits, chunk.max())) for chunk in (omega[:10], omega[10:20], omega[20:])}
     assert len(used) >= 2 and omega[-1] > limits[-1]
+    # the dispatch itself: each coordinate gets the smallest ladder degree covering its chunk's largest omega
+    from steinax.kernels.interpolation import LADDER, by_degree, scaled_coordinates
+
+    t, om = scaled_coordinates(x, jnp.asarray(h, jnp.float32))
+    degrees, covered = by_degree(lambda t_c, omega_c, degree: jnp.full(t_c.shape[0], degree), t, om)
+    ladder = [deg for deg in LADDER if 4 * (deg + 1) <= 600]
+    lims = np.array([omega_limit(deg, "float32") for deg in ladder])
+    rank = np.argsort(np.argsort(np.asarray(om)))  # place in increasing omega: chunk = rank // 10
+    for i in range(23):
+        top = np.asarray(om)[rank // 10 == rank[i] // 10].max()
+        assert int(degrees[i]) == ladder[min(int(np.sum(top > lims)), len(ladder) - 1)]
+    assert np.array_equal(np.asarray(covered), np.asarray(om) <= lims[-1])
     fast, direct, scale = _direction_errors(x, RBF("per_dimension"))
     assert fast <= 4 * direct + 4 * 2.0**-24 * scale
 

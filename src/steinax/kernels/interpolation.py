@@ -199,12 +199,12 @@ def interpolated_rbf_forms(t: jax.Array, omega: jax.Array, v: jax.Array, coef: j
     dtype = t.dtype
     _, _, _, moment_v, moment_1 = _moments(t, v, degree)
     gap = jnp.asarray(_node_gaps(degree), dtype)[None]
-    w = omega[:, None, None] * (gap * gap)
+    scaled = omega[:, None, None] * (gap * gap)  # omega (z_p - z_q)^2: k = exp(-scaled), g2 = scaled k
     c = [coef[:, i, None, None] for i in range(4)]
     vv = moment_v[:, :, None] * moment_v[:, None, :]
     v1 = moment_v[:, :, None] * moment_1[:, None, :]
     ones = moment_1[:, :, None] * moment_1[:, None, :]
-    terms = (c[0] * vv + c[1] * jnp.sqrt(omega)[:, None, None] * gap * v1 + (c[2] + c[3] * w) * ones) * jnp.exp(-w)
+    terms = (c[0] * vv + c[1] * jnp.sqrt(omega)[:, None, None] * gap * v1 + (c[2] + c[3] * scaled) * ones) * jnp.exp(-scaled)
     return jnp.sum(terms, axis=(1, 2))
 
 
@@ -279,7 +279,7 @@ def by_degree(fn, t: jax.Array, omega: jax.Array, *args: jax.Array, second: bool
     branches = [functools.partial(fn, degree=deg) for deg in ladder]
 
     def one_chunk(chunk_args):
-        t_c, omega_c = chunk_args[:2]
+        omega_c = chunk_args[1]
         pick = jnp.minimum(jnp.sum(jnp.max(omega_c) > limits), len(ladder) - 1)
         return jax.lax.switch(pick, branches, *chunk_args), omega_c <= limits[pick]
 

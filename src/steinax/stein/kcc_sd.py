@@ -42,9 +42,9 @@ import jax
 import jax.numpy as jnp
 
 from steinax._validation import check_block_size, check_finite_statistic, check_particles, check_scores
-from steinax.kernels.base import IMQ, AbstractKernel, as_kernel, map_coordinates
+from steinax.kernels.base import IMQ, RBF, AbstractKernel, as_kernel, map_coordinates
 from steinax.kernels.interpolation import by_degree, check_sums, coordinate_bandwidths, fill_uncovered, interpolated_rbf_forms, interpolates, scaled_coordinates
-from steinax.stein.ksd import _ksd, check_estimator, stein_kernel_pairs
+from steinax.stein.ksd import _ksd, _stein_kernel_diagonal, check_estimator, stein_kernel_pairs
 
 __all__ = ["complete_conditional_scores", "kcc_sd", "kcc_sd_conditional", "kcc_sd_coordinates"]
 
@@ -76,8 +76,8 @@ def _kcc_coordinates(particles, scores, kernel, estimator, block_size, sums="aut
         totals = _kcc_interpolated_totals(particles, scores, h, block_size)
         if estimator == "v":
             return totals / float(n * n)
-        # the diagonal of the 1-D RBF Stein kernel: u(x, x) = s^2 + 2 / h
-        return (totals - jnp.sum(scores * scores, axis=0) - n * (2.0 / h)) / float(n * (n - 1))
+        diagonal = jax.vmap(lambda col, s_col, h_i: jnp.sum(_stein_kernel_diagonal(col[:, None], s_col[:, None], RBF(h_i))))
+        return (totals - diagonal(particles.T, scores.T, h)) / float(n * (n - 1))
     return map_coordinates(lambda col, s_col, k_i: _ksd(col, s_col, k_i, estimator, block_size), particles, scores, kernel)
 
 
