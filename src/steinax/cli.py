@@ -103,31 +103,58 @@ def demo(args) -> int:
 
 
 def _import_target(spec: str):
-    """``module:attribute`` (importable from the current folder too) or ``path/to/file.py:attribute``."""
+    """``module:attribute`` or ``path/to/file.py:attribute``: **imports, so runs, the user's code**.
+
+    * Nothing is written beside the user's files: bytecode caching is off while importing
+      (no ``__pycache__`` folder next to ``file.py``).
+    * ``module:attribute`` finds ``module`` on ``sys.path`` first and in the current folder
+      after it; ``file.py:attribute`` can import the modules beside ``file.py``, also after
+      ``sys.path``. Appending, not prepending, means a stray ``xarray.py`` in the current
+      folder cannot shadow a library steinax needs.
+    * A module that calls ``sys.exit`` (or raises anything) while being imported is an
+      error naming the module, not a silent exit.
+    """
     import importlib
     import importlib.util
 
     if ":" not in spec:
         raise ValueError(f"`--target` must be 'module:function' or 'file.py:function'; received {spec!r}")
     module_name, attr = spec.rsplit(":", 1)
+    if module_name.endswith(".py") and not os.path.isfile(module_name):
+        raise FileNotFoundError(f"`--target` file not found: {module_name!r}")
+    folder = os.path.dirname(os.path.abspath(module_name)) if module_name.endswith(".py") else os.getcwd()
+    dont_write = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True
+    if folder not in sys.path:
+        sys.path.append(folder)
     try:
         if module_name.endswith(".py"):
-            if not os.path.isfile(module_name):
-                raise FileNotFoundError(f"`--target` file not found: {module_name!r}")
             loaded = importlib.util.spec_from_file_location("_steinax_target", module_name)
             module = importlib.util.module_from_spec(loaded)
             loaded.loader.exec_module(module)
         else:
-            if os.getcwd() not in sys.path and "" not in sys.path:  # as `python -m` would: the current folder first
-                sys.path.insert(0, os.getcwd())
             module = importlib.import_module(module_name)
-    except FileNotFoundError:
-        raise
+    except SystemExit as exc:
+        raise ValueError(f"`--target` {spec!r}: importing {module_name!r} called sys.exit({exc.code!r}); "
+                         "expected a module that defines the log-density and returns") from None
     except Exception as exc:  # the user's module failed to import: say which and why, in one line
         raise ValueError(f"`--target` {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}") from exc
+    finally:
+        sys.dont_write_bytecode = dont_write
     if not hasattr(module, attr):
         raise ValueError(f"`--target` {spec!r}: {module_name!r} has no attribute {attr!r}")
     return getattr(module, attr)
+
+
+def _seed(text: str) -> int:
+    """``--seed``: an integer in [0, 2**63) (what ``jax.random.key`` takes)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer in [0, 2**63); received {text!r}") from None
+    if not 0 <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"must be an integer in [0, 2**63); received {text}")
+    return value
 
 
 def _bandwidth(value: str | None):
@@ -209,23 +236,29 @@ def main(argv=None) -> int:
     p_demo.add_argument("--particles", type=int, default=None, help="particles per run (default 100, quick 50)")
     p_demo.add_argument("--steps", type=int, default=None, help="steps per run (default 1000, quick 300)")
     p_demo.add_argument("--lr", type=float, default=0.05, help="AdaGrad-momentum step size (default 0.05)")
-    p_demo.add_argument("--seed", type=int, default=0)
+    p_demo.add_argument("--seed", type=_seed, default=0, help="seed, 0 <= seed < 2**63 (default 0)")
     p_demo.add_argument("--methods", default="",
                         help="comma-separated subset of svgd, mk_svgd, cc_svgd, matrix_avg, matrix_mix, svn (default: all)")
     p_demo.add_argument("--out", default="steinax_demo.png", help="figure path ('' for none); default ./steinax_demo.png")
     p_demo.add_argument("--progress", action="store_true", help="show a progress bar per run")
     p_ksd = sub.add_parser("ksd", help="kernel Stein discrepancy and goodness-of-fit test of samples against a log-density")
     p_ksd.add_argument("samples", help="samples file: .npy ([n, d] or [chains, draws, d]), .csv or ArviZ NetCDF (.nc)")
-    p_ksd.add_argument("--target", required=True, help="log-density of one [d] point as module:function or file.py:function")
-    p_ksd.add_argument("--kind", choices=["ksd", "kcc_sd"], default="ksd")
-    p_ksd.add_argument("--kernel", choices=["imq", "rbf"], default="imq")
+    p_ksd.add_argument("--target", required=True,
+                       help="log-density of one [d] point as module:function or file.py:function; "
+                            "the module is imported, so its code RUNS (only name files you trust)")
+    p_ksd.add_argument("--kind", choices=["ksd", "kcc_sd"], default="ksd",
+                       help="ksd: kernel Stein discrepancy; kcc_sd: complete-conditional KSD (default ksd)")
+    p_ksd.add_argument("--kernel", choices=["imq", "rbf"], default="imq",
+                       help="imq: IMQ(c=1, beta=-1/2); rbf: exp(-|x-y|^2/h) (default imq)")
     p_ksd.add_argument("--bandwidth", default=None,
                        help="RBF bandwidth: a positive number or a median rule (liu, pairs, per_dimension, liu_subsampled); default liu")
-    p_ksd.add_argument("--estimator", choices=["u", "v"], default="u")
-    p_ksd.add_argument("--bootstrap", type=int, default=1000)
-    p_ksd.add_argument("--level", type=float, default=0.05)
-    p_ksd.add_argument("--seed", type=int, default=0)
-    p_ksd.add_argument("--block-size", type=int, default=None)
+    p_ksd.add_argument("--estimator", choices=["u", "v"], default="u",
+                       help="u: unbiased U-statistic (about 0 for exact samples); v: V-statistic, as run traces (default u)")
+    p_ksd.add_argument("--bootstrap", type=int, default=1000, help="wild-bootstrap draws of the test (default 1000)")
+    p_ksd.add_argument("--level", type=float, default=0.05, help="test level in (0, 1) (default 0.05)")
+    p_ksd.add_argument("--seed", type=_seed, default=0, help="seed of the bootstrap, 0 <= seed < 2**63 (default 0)")
+    p_ksd.add_argument("--block-size", type=int, default=None,
+                       help="rows per block of the pairwise sums (default automatic: memory O(block * n))")
     p_ksd.add_argument("--var-names", nargs="+", default=None, help="posterior variables of a NetCDF file, in order")
     p_ksd.add_argument("--no-test", action="store_true", help="print the discrepancy only")
     p_ksd.add_argument("--wild-bootstrap", choices=["auto", "iid", "dependent"], default="auto",

@@ -339,7 +339,10 @@ def trajectory(
     particles, and ``[num_steps, ...]`` of ``record(particles)`` after each step
     when ``record`` is given.
     """
+    from steinax.targets.base import as_target
+
     num_steps = _check_horizon(num_steps, "num_steps")
+    target = as_target(target)  # a plain log-density function is a target, as in `steinax.run`
     state = method.init(particles, optimizer, target)
 
     def body(state, key):

@@ -125,7 +125,11 @@ def _barycentric_denominators(t: jax.Array, z: jax.Array, w: jax.Array) -> tuple
 
     def moved(args):
         t, _ = args
-        t = jnp.where(hit, jnp.nextafter(t, -jnp.sign(t)), t)
+        # a constant shift of one ulp: its derivative is 1 (``nextafter`` has no differentiation rule, and a
+        # ``cond`` branch is differentiated whether taken or not, so it is kept out of the derivative)
+        fixed = jax.lax.stop_gradient(t)
+        ulp = jnp.nextafter(fixed, -jnp.sign(fixed)) - fixed
+        t = jnp.where(hit, t + ulp, t)
         return t, jnp.sum(w[None, None, :] / (t[:, :, None] - z[None, None, :]), axis=-1)
 
     return jax.lax.cond(jnp.any(hit), moved, lambda args: args, (t, sigma))

@@ -100,9 +100,11 @@ class AbstractParticleMethod(eqx.Module):
 
     def evaluate_target(self, rng_key, target, particles):
         """``(logdensities, scores, curvature)``: everything the method needs from ``target`` this step."""
-        logdens, scores = target.evaluate(rng_key, particles)
+        from steinax.targets.base import curvature as target_curvature, evaluate
+
+        logdens, scores = evaluate(target, rng_key, particles)
         name = self.curvature_request()
-        curvature = None if name is None else target.curvature(name, rng_key, particles)
+        curvature = None if name is None else target_curvature(target, name, rng_key, particles)
         return logdens, scores, curvature
 
     def step(self, rng_key, state: ParticleState, target, optimizer) -> tuple[ParticleState, StepInfo]:

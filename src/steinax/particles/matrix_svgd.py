@@ -58,7 +58,7 @@ from steinax.kernels.matrix import (
     _check_base_kernel,
     positive_definite,
 )
-from steinax.kernels.pairwise import squared_distances
+from steinax.kernels.pairwise import map_row_blocks, squared_distances
 from steinax.particles.base import AbstractParticleMethod
 from steinax.particles.cc_svgd import _cc_svgd
 from steinax.particles.svgd import _direction_rows, _svgd, kernel_info, stein_direction_rows
@@ -457,20 +457,33 @@ def svn_direction(particles, scores, curvatures: Preconditioner, kernel: Abstrac
     # n g = K S + (sum_j (2/h) kappa'_ij (x_j - x_i)) A = (K S A^{-1} + repulsion) A: SVGD's engine, then A
     g = a.matmul_rows(stein_direction_rows(kap, d1, particles, particles, a.solve_rows(scores), c,
                                            kernel.derivative_ratio)) / n
-    xc = particles - jnp.mean(particles, axis=0, keepdims=True)
-    # sum_j W_ij (x_j - x_i)(x_j - x_i)^T with W = kappa'^2, in matrix-product form
-    wmat = d1 * d1
-    wsum = jnp.sum(wmat, axis=1)
-    wx = wmat @ xc
-    second = (wmat @ jnp.einsum("ja,jb->jab", xc, xc).reshape(n, d * d)).reshape(n, d, d)
-    cov = second - jnp.einsum("ia,ib->iab", xc, wx) - jnp.einsum("ia,ib->iab", wx, xc) \
-        + wsum[:, None, None] * jnp.einsum("ia,ib->iab", xc, xc)
+    cov = _weighted_difference_outer(d1 * d1, particles)
     outer_scale = 1.0 / n if outer == "mean" else 1.0
     grad_term = outer_scale * c * c * jnp.einsum("ab,ibc,cd->iad", a_mat, cov, a_mat)
     h_tilde = ((kap * kap) @ hmats.reshape(n, d * d)).reshape(n, d, d) / n + grad_term
     phi = serial_batch(lambda h, v: jax.scipy.linalg.cho_solve((jnp.linalg.cholesky(h), True), v),
                        0.5 * (h_tilde + jnp.swapaxes(h_tilde, 1, 2)), g)
     return phi, jnp.mean(kernel.scale)
+
+
+def _weighted_difference_outer(weights, particles):
+    """``C_i = sum_j W_ij (x_j - x_i)(x_j - x_i)^T`` (``[n, d, d]``), from the differences themselves.
+
+    The expanded form ``sum_j W_ij x_j x_j^T - x_i w_i^T - w_i x_i^T + (sum_j W_ij) x_i x_i^T``
+    cancels: with a kernel narrower than the spread, ``C_i`` is far smaller than its four
+    terms, and in float32 SVN's direction was off by up to 5e-2 (n = 100, ``RBF(0.5)``)
+    where a naive loop is within 1.5e-6. Here each row block forms its ``[rows, n, d]``
+    differences (blocks of about 2^21 entries, so never the ``n x n x d`` tensor) and
+    contracts them in one batched product; the cost is the same O(n^2 d^2).
+    """
+    n, d = particles.shape
+    rows = max(1, min(n, 2**21 // max(1, n * d)))
+
+    def block(w_rows, x_rows):
+        diff = particles[None, :, :] - x_rows[:, None, :]  # [rows, n, d]
+        return jnp.einsum("rja,rj,rjb->rab", diff, w_rows, diff)
+
+    return map_row_blocks(block, n, rows, weights, particles)
 
 
 class SVN(AbstractParticleMethod):

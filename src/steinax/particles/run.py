@@ -42,7 +42,7 @@ from steinax.checkpoint import CheckpointMismatchError, fingerprint_tree, load_c
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel
 from steinax.particles.base import AbstractParticleMethod, ParticleState
 from steinax.stein.ksd import ksd
-from steinax.targets.base import as_target, check_target
+from steinax.targets.base import as_target, check_target, evaluate
 
 __all__ = ["run", "RunResult", "Trace", "NonFiniteError"]
 
@@ -150,7 +150,7 @@ def _diagnostic_subset(particles, points):
 def _diagnostics(target, diag_kernel, particles, key, ksd_block):
     block, points = ksd_block
     particles = _diagnostic_subset(particles, points)
-    _, scores = target.evaluate(key, particles)
+    _, scores = evaluate(target, key, particles)
     return ksd(particles, scores, diag_kernel, "v", block_size=block)
 
 
@@ -192,7 +192,7 @@ def _loop(method, target, optimizer, diag_kernel, state, rng_key, run_id, n_chun
 @eqx.filter_jit
 def _initial_record(method, target, diag_kernel, particles, rng_key, ksd_block):
     _, key_diag = jax.random.split(rng_key)
-    logd, scores = target.evaluate(jax.random.fold_in(key_diag, 0), particles)
+    logd, scores = evaluate(target, jax.random.fold_in(key_diag, 0), particles)
     # the same strided rows of the particles and of the scores already evaluated (no second evaluation)
     k = ksd(_diagnostic_subset(particles, ksd_block[1]), _diagnostic_subset(scores, ksd_block[1]),
             diag_kernel, "v", block_size=ksd_block[0])

@@ -25,6 +25,7 @@ A plain Python function ``logdensity(x)`` of one ``[d]`` point is a target
 from __future__ import annotations
 
 import abc
+import math
 from typing import Callable
 
 import equinox as eqx
@@ -35,7 +36,8 @@ CURVATURES = ("hessian", "gauss_newton", "fisher", "kfac")
 MINIBATCH_SAMPLING = ("auto", "without_replacement", "with_replacement")
 AUTO_WITHOUT_REPLACEMENT_MAX = 20_000
 
-__all__ = ["CURVATURES", "AbstractTarget", "LogDensityTarget", "ScoreTarget", "MinibatchTarget", "draw_minibatch", "as_target", "check_target", "evaluate_checked"]
+__all__ = ["CURVATURES", "AbstractTarget", "LogDensityTarget", "ScoreTarget", "MinibatchTarget", "draw_minibatch", "as_target",
+           "check_target", "evaluate", "curvature", "evaluate_checked"]
 
 
 class AbstractTarget(eqx.Module):
@@ -293,10 +295,84 @@ def check_target(target: AbstractTarget, rng_key: jax.Array, particles: jax.Arra
         raise ValueError(f"`{name}` returned log-densities of shape {logd.shape} for {n} particles; expected ({n},)")
 
 
+# ---------------------------------------------------------------- evaluation that cannot stall XLA:CPU
+
+# LAPACK-backed primitives whose jaxlib 0.10 CPU kernels split a batch over XLA's intra-op pool and block
+# on it (``jax::ParallelBatchMap``): several at once, one per pool thread, wait on each other forever.
+# The trailing rank is the one matrix (or, for ``tridiagonal_solve``'s first operand, vector) of one call.
+_LAPACK_RANK = {name: 2 for name in ("cholesky", "triangular_solve", "lu", "qr", "geqrf", "geqp3", "householder_product",
+                                     "eigh", "eig", "svd", "schur", "hessenberg", "tridiagonal")} | {"tridiagonal_solve": 1}
+
+
+def batched_lapack_calls(fn, *args) -> list[tuple[str, tuple[int, ...]]]:
+    """``(primitive, operand shape)`` of every LAPACK call in ``fn(*args)`` that holds a batch of > 1 matrices.
+
+    Traces ``fn`` only (``jax.make_jaxpr``; no computation), sub-programs (``jit``, ``scan``,
+    ``cond``, custom derivatives) included.
+    """
+    import jax.extend
+
+    jaxpr = jax.make_jaxpr(fn)(*args)
+    found = []
+
+    def walk(jx):
+        for eqn in jx.eqns:
+            rank = _LAPACK_RANK.get(eqn.primitive.name)
+            if rank is not None and eqn.invars:
+                shape = tuple(getattr(eqn.invars[0].aval, "shape", ()))
+                batch = shape[: len(shape) - rank]
+                if math.prod(batch) > 1:
+                    found.append((eqn.primitive.name, shape))
+            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+                walk(sub)
+
+    walk(jaxpr.jaxpr)
+    return found
+
+
+def _per_particle_if_needed(fn, rng_key, particles):
+    """``fn(rng_key, particles)``, one particle at a time on the CPU backend when the batched program holds a
+    batched LAPACK call (the jaxlib 0.10 stall, see :func:`evaluate`); as one batched call otherwise."""
+    if particles.ndim == 2 and particles.shape[0] > 1 and jax.default_backend() == "cpu":
+        spec = (jax.ShapeDtypeStruct(rng_key.shape, rng_key.dtype), jax.ShapeDtypeStruct(particles.shape, particles.dtype))
+        if batched_lapack_calls(fn, *spec):
+            out = jax.lax.map(lambda x: fn(rng_key, x[None]), particles)
+            return jax.tree_util.tree_map(lambda a: a[:, 0], out)
+    return fn(rng_key, particles)
+
+
+def evaluate(target: AbstractTarget, rng_key: jax.Array, particles: jax.Array):
+    """``target.evaluate(rng_key, particles)``, safe on XLA:CPU for any target: every caller in steinax uses this.
+
+    jaxlib 0.10's CPU LAPACK kernels (Cholesky, triangular solves, ``eigh``, ...) split a
+    batch of matrices over XLA's intra-op thread pool and block until the pieces finish.
+    A target whose log-density factorises or solves per point (a latent GP prior written
+    through ``cholesky`` and ``solve_triangular``, a per-point covariance), evaluated for all
+    particles at once by ``vmap``, holds such batched calls; when the executor runs as many
+    of them at once as the pool has threads, each waits for pieces queued behind the others
+    and the process stalls forever with every thread idle (seen: a 102-D log-Gaussian Cox
+    process, 100 particles). So on the CPU backend, when the traced program of
+    ``target.evaluate`` holds a batched LAPACK call (:func:`batched_lapack_calls`), the
+    particles are evaluated one at a time (``lax.map``): every LAPACK call then holds one
+    matrix and never waits on the pool. The results are the same values (the same
+    operations per particle); a stochastic target gets the same key, so the same minibatch,
+    for every particle. Other backends and targets without such calls run batched.
+    """
+    return _per_particle_if_needed(target.evaluate, rng_key, particles)
+
+
+def curvature(target: AbstractTarget, name: str, rng_key: jax.Array, particles: jax.Array):
+    """``target.curvature(name, rng_key, particles)``, safe on XLA:CPU as :func:`evaluate` (not for ``"kfac"``,
+    whose factors are not per-particle arrays; steinax's own KFAC factorises serially)."""
+    if name == "kfac":
+        return target.curvature(name, rng_key, particles)
+    return _per_particle_if_needed(lambda key, x: target.curvature(name, key, x), rng_key, particles)
+
+
 def evaluate_checked(target: AbstractTarget, rng_key: jax.Array, particles: jax.Array, name: str = "target"):
     """``target.evaluate(rng_key, particles)`` after :func:`check_target`."""
     check_target(target, rng_key, particles, name)
-    return target.evaluate(rng_key, particles)
+    return evaluate(target, rng_key, particles)
 
 
 def _first_line(exc: Exception) -> str:
