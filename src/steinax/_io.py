@@ -1,19 +1,28 @@
 """Atomic file writing: every file steinax writes goes through :func:`atomic_write`.
 
 A file is written to a temporary file in the destination folder, flushed to
-disk, given the permissions an ordinary ``open(path, "w")`` would give it
+disk, given the permissions of the file it replaces (a user's ``chmod`` is kept)
+or, for a new file, those an ordinary ``open(path, "w")`` would give it
 (``0o666`` less the process umask; ``tempfile.mkstemp`` alone gives ``0o600``),
 then renamed over the destination with ``os.replace``. A reader never sees a
 partial file and an interrupted write leaves the old file (or none) in place.
+
+Temporaries are named ``.<name>.<host>.<pid>.<random>.tmp``. A writer killed
+mid-write (SIGKILL, power loss) cannot remove its own; the next write to the same
+destination removes every temporary of that destination whose writer, on this
+host, is no longer running (:func:`remove_orphan_temporaries`). A live writer's
+temporary, or one written from another host, is never touched.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import socket
 import tempfile
 from typing import Callable
 
-__all__ = ["atomic_write", "atomic_write_csv", "atomic_write_text", "default_file_mode"]
+__all__ = ["atomic_write", "check_writable", "atomic_write_csv", "atomic_write_text", "default_file_mode", "remove_orphan_temporaries"]
 
 
 def default_file_mode() -> int:
@@ -23,6 +32,65 @@ def default_file_mode() -> int:
     return 0o666 & ~umask
 
 
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a process of another user: alive
+        return True
+    return True
+
+
+def remove_orphan_temporaries(path: str | os.PathLike) -> list[str]:
+    """Remove the temporaries of ``path`` left by writers of this host that are no longer running; return them."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    pattern = re.compile(re.escape("." + os.path.basename(path)) + r"\.(?P<host>[A-Za-z0-9-]+)\.(?P<pid>\d+)\.[^.]+\.tmp")
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    host = _host()
+    for name in names:
+        match = pattern.fullmatch(name)
+        if match and match["host"] == host and not _alive(int(match["pid"])):
+            try:
+                os.remove(os.path.join(directory, name))
+                removed.append(name)
+            except OSError:  # removed by another writer meanwhile, or not ours to remove
+                pass
+    return removed
+
+
+def check_writable(path: str | os.PathLike, size: int = 0) -> None:
+    """Raise an ``OSError`` naming ``path`` now if it cannot be written later: its folder cannot be
+    created or written (a temporary is created and removed), or the disk has less than ``2 * size``
+    bytes free. Called before long work that ends in a write, so no work is lost to a late failure."""
+    import shutil
+
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(directory, exist_ok=True)
+        if os.path.isdir(path):
+            raise IsADirectoryError(21, "it is a folder")
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.{_host()}.{os.getpid()}.",
+                                   suffix=".tmp")
+        os.close(fd)
+        os.remove(tmp)
+        free = shutil.disk_usage(directory).free
+    except OSError as exc:
+        raise type(exc)(exc.errno, f"cannot write {path!r}: {exc.strerror or exc}") from exc
+    if free < 2 * size:
+        raise OSError(28, f"cannot write {path!r}: {free} bytes free on its disk, about {2 * size} needed")
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
     """Call ``write(tmp_path)`` on a temporary file next to ``path``, then rename it to ``path``.
 
@@ -30,18 +98,33 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
         path: the destination; its folder is created if missing.
         write: writes the whole content to the path it is given (e.g. ``fig.savefig``,
             ``np.savez``); it must not append a suffix of its own.
+
+    Raises:
+        OSError: the folder cannot be written (permissions, a full disk); the message names ``path``,
+            and the destination is left as it was.
     """
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except OSError:
+        mode = default_file_mode()
+    try:
+        os.makedirs(directory, exist_ok=True)
+        remove_orphan_temporaries(path)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.{_host()}.{os.getpid()}.",
+                                   suffix=".tmp")
+    except OSError as exc:
+        raise type(exc)(exc.errno, f"cannot write {path!r}: {exc.strerror or exc}") from exc
     os.close(fd)
     try:
         write(tmp)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
-        os.chmod(tmp, default_file_mode())
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
+    except OSError as exc:
+        raise type(exc)(exc.errno, f"cannot write {path!r}: {exc.strerror or exc}") from exc
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)

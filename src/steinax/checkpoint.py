@@ -105,11 +105,13 @@ def read_meta(path: str | os.PathLike) -> dict:
                 raise ValueError(f"{path!r} is not a steinax checkpoint (format {fmt!r}; expected {FORMAT!r})")
             return json.loads(str(data["meta"]))
     except (OSError, EOFError) as exc:
-        raise ValueError(f"could not read checkpoint {path!r}: {type(exc).__name__}: {exc}") from exc
+        raise ValueError(f"could not read checkpoint {path!r}: {type(exc).__name__}: {exc}; "
+                         "check its permissions, or delete it to start afresh") from exc
     except Exception as exc:
         if isinstance(exc, ValueError) and "steinax checkpoint" in str(exc):
             raise
-        raise ValueError(f"could not read checkpoint {path!r}: {type(exc).__name__}: {exc}") from exc
+        raise ValueError(f"checkpoint {path!r} is damaged and cannot be read ({type(exc).__name__}: {exc}); "
+                         "delete it to start afresh, or restore a copy") from exc
 
 
 def check_meta(path, stored: dict, expected: dict) -> None:
@@ -148,6 +150,16 @@ def load_checkpoint(path: str | os.PathLike, templates: dict, expected_meta: dic
     meta = read_meta(path)
     if expected_meta:
         check_meta(path, meta, expected_meta)
+    try:
+        return _load_trees(path, templates), meta
+    except CheckpointMismatchError:
+        raise
+    except Exception as exc:  # a damaged file (a flipped bit fails a member's CRC): one error naming the path
+        raise ValueError(f"checkpoint {path!r} is damaged and cannot be read ({type(exc).__name__}: {exc}); "
+                         "delete it to start afresh, or restore a copy") from exc
+
+
+def _load_trees(path: str, templates: dict) -> dict:
     out = {}
     with np.load(path, allow_pickle=False) as data:
         for name, template in templates.items():
@@ -178,4 +190,4 @@ def load_checkpoint(path: str | os.PathLike, templates: dict, expected_meta: dic
                         f"checkpoint {path!r}: leaf {i} of {name!r} is {gd}{list(gs)} there and {wd}{list(ws)} now"
                     )
             out[name] = jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(x) if not _is_key(x) else x for x in leaves])
-    return out, meta
+    return out

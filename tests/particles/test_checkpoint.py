@@ -72,7 +72,7 @@ def test_checkpoint_of_another_computation_is_refused(tmp_path):
         steinax.run(steinax.svgd(), lambda x: -jnp.sum(x * x), jax.random.normal(jax.random.key(1), (12, 2)), steps=20,
                     optimizer=optax.adam(0.05), rng_key=jax.random.key(0), trace_every=5, checkpoint=path, progress=False)
     (tmp_path / "junk.npz").write_bytes(b"not a checkpoint")
-    with pytest.raises(ValueError, match="could not read checkpoint"):
+    with pytest.raises(ValueError, match="junk.npz.* is damaged and cannot be read"):
         _run(tmp_path / "junk.npz", steps=10)
     with pytest.raises(ValueError, match="multiple of `trace_every`"):
         _run(tmp_path / "new.npz", steps=10, checkpoint_every=3)
@@ -134,3 +134,98 @@ def test_sigkill_mid_run_then_resume_equals_uninterrupted(tmp_path):
     np.testing.assert_array_equal(np.asarray(resumed.trace.ksd), np.asarray(uninterrupted.trace.ksd))
     assert resumed.trace.step.tolist() == list(range(0, 401, 10))
     assert read_meta(path)["step"] == 400
+
+
+# ---------------------------------------------------------------- issue 24: runs that are not the same run
+
+
+def test_an_edited_log_density_or_optimizer_is_refused_by_behaviour(tmp_path):
+    """A plain function is fingerprinted by what it computes at probe points, not its name: an edited body,
+    another closure value or another optimizer hyperparameter (optax keeps them in closures) is refused."""
+    path = tmp_path / "run.npz"
+    x0 = jax.random.normal(jax.random.key(1), (12, 2))
+
+    def go(logp, optimizer, steps=10):
+        return steinax.run(steinax.svgd(), logp, x0, steps=steps, optimizer=optimizer, rng_key=jax.random.key(0),
+                           trace_every=5, checkpoint=path, checkpoint_every=5, progress=False)
+
+    def make(mean):
+        def logdensity(x):  # the same qualified name every time
+            return -0.5 * jnp.sum((x - mean) ** 2)
+        return logdensity
+
+    go(make(1.0), optax.sgd(0.1))
+    with pytest.raises(CheckpointMismatchError, match="the target's log-density differs"):
+        go(make(1.5), optax.sgd(0.1), steps=20)
+    with pytest.raises(CheckpointMismatchError, match=r"the optimizer's update \(its hyperparameters"):
+        go(make(1.0), optax.sgd(0.5), steps=20)
+    path.unlink()
+    go(make(1.0), steinax.adagrad_momentum(0.1))
+    with pytest.raises(CheckpointMismatchError, match="the optimizer's update"):
+        go(make(1.0), steinax.adagrad_momentum(0.5), steps=20)
+    assert go(make(1.0), steinax.adagrad_momentum(0.1), steps=20).state.step == 20  # the same run resumes
+
+
+def test_x64_mode_is_named_when_it_changed(tmp_path):
+    path = tmp_path / "run.npz"
+    _run(path, steps=10, checkpoint_every=5)
+    with jax.enable_x64(True):
+        with pytest.raises(CheckpointMismatchError, match="x64_mode: False in the checkpoint, True now"):
+            _run(path, steps=20, checkpoint_every=5)
+
+
+def test_orphan_temporaries_are_removed_and_live_ones_kept(tmp_path):
+    from steinax._io import _host
+
+    path = tmp_path / "run.npz"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    orphan = tmp_path / f".run.npz.{_host()}.{int(dead.stdout)}.abc123.tmp"
+    live = tmp_path / f".run.npz.{_host()}.{os.getpid()}.def456.tmp"
+    elsewhere = tmp_path / f".run.npz.otherhost.{int(dead.stdout)}.ghi789.tmp"
+    for f in (orphan, live, elsewhere):
+        f.write_bytes(b"x" * 100)
+    _run(path, steps=10, checkpoint_every=5)
+    assert not orphan.exists() and live.exists() and elsewhere.exists()
+
+
+def test_damaged_and_unwritable_checkpoints_get_one_clear_error_before_work(tmp_path, monkeypatch):
+    path = tmp_path / "run.npz"
+    _run(path, steps=10, checkpoint_every=5)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3] ^= 0xFF  # a flipped bit inside a member: its CRC fails
+    damaged = tmp_path / "damaged.npz"
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="damaged.npz.* is damaged and cannot be read"):
+        _run(damaged, steps=20, checkpoint_every=5)
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    calls = []
+    counting = lambda x: (jax.debug.callback(lambda: calls.append(1)), _logp(x))[1]  # noqa: E731
+    with pytest.raises(OSError, match="cannot write .*a_file/run.npz"):
+        steinax.run(steinax.svgd(), counting, jnp.ones((4, 2)), steps=10, optimizer=optax.sgd(0.1),
+                    rng_key=jax.random.key(0), checkpoint=blocker / "run.npz", progress=False)
+    import shutil
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: usage(100, 90, 10))
+    with pytest.raises(OSError, match=r"cannot write .*full.npz.*: 10 bytes free"):
+        steinax.run(steinax.svgd(), counting, jnp.ones((4, 2)), steps=10, optimizer=optax.sgd(0.1),
+                    rng_key=jax.random.key(0), checkpoint=tmp_path / "full.npz", progress=False)
+    jax.effects_barrier()
+    assert calls == []  # refused before the target was evaluated once
+
+
+def test_the_users_file_mode_is_kept(tmp_path):
+    path = tmp_path / "run.npz"
+    _run(path, steps=10, checkpoint_every=5)
+    os.chmod(path, 0o640)
+    _run(path, steps=20, checkpoint_every=5)
+    assert read_meta(path)["step"] == 20 and os.stat(path).st_mode & 0o777 == 0o640
+
+
+def test_initial_state_of_another_optimizer_is_refused_clearly():
+    first = _run(None, steps=5, optimizer=optax.adam(0.05))
+    with pytest.raises(ValueError, match="`initial_state` holds the state of another optimizer"):
+        steinax.run(steinax.svgd(), _logp, steps=5, optimizer=optax.sgd(0.1), rng_key=jax.random.key(0),
+                    initial_state=first.state, progress=False)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import re
 import sys
 import time
 
@@ -38,6 +39,7 @@ import numpy as np
 import optax
 
 from steinax._validation import check_particles
+from steinax._io import check_writable
 from steinax.checkpoint import CheckpointMismatchError, fingerprint_tree, load_checkpoint, save_checkpoint
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel
 from steinax.particles.base import AbstractParticleMethod, ParticleState
@@ -304,9 +306,11 @@ def run(
     else:
         state = initial_state
         particles = check_particles(state.particles, "initial_state.particles")
+        _check_optimizer_state(optimizer, state)
     start_step = int(state.step)
     end_step = start_step + steps
 
+    check_target(target, rng_key, particles)
     prior_trace = None
     if checkpoint is not None:
         checkpoint = os.fspath(checkpoint)
@@ -320,20 +324,22 @@ def run(
             )
         fingerprint = _run_fingerprint(method, target, state, optimizer, rng_key, trace_every, diag_kernel, start_step)
         fingerprint["diagnostic_points"] = diagnostic_points
+        check_writable(checkpoint, _tree_bytes(state) * 2)  # before any work: a late failure would lose it
         if os.path.exists(checkpoint):
-            state, prior_trace = _load_run(checkpoint, state, fingerprint)
+            state, prior_trace, probe = _load_run(checkpoint, state, fingerprint, target, optimizer)
             particles = state.particles
             if int(state.step) > end_step:
                 raise CheckpointMismatchError(
                     f"checkpoint {checkpoint!r} holds step {int(state.step)}, beyond the {end_step} steps asked for; "
                     f"ask for steps >= {int(state.step) - start_step} or use another path"
                 )
+        else:
+            probe = _probe(target, optimizer, state.particles[: _PROBE_POINTS])
     else:
         if checkpoint_every is not None:
             raise ValueError("`checkpoint_every` needs `checkpoint` (a file path)")
         checkpoint_every = steps
     diag_kernel = diag_kernel.resolve(particles)
-    check_target(target, rng_key, particles)
 
     if diagnostic_points is not None:
         diagnostic_points = _positive_int(diagnostic_points, "diagnostic_points")
@@ -375,7 +381,7 @@ def run(
             failed = int(failed)
             trace = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]), trace, Trace(*rec))
             if checkpoint is not None and failed < 0:
-                _save_run(checkpoint, state, trace, rng_key, fingerprint, end_step)
+                _save_run(checkpoint, state, trace, rng_key, fingerprint, end_step, probe)
         if bar is not None:
             jax.effects_barrier()
     finally:
@@ -402,6 +408,20 @@ def run(
     return result
 
 
+def _check_optimizer_state(optimizer, state) -> None:
+    """``initial_state.opt_state`` must be the state of an optimizer like ``optimizer`` (same structure and shapes)."""
+    want = jax.eval_shape(optimizer.init, state.particles)
+    got_struct, want_struct = jax.tree_util.tree_structure(state.opt_state), jax.tree_util.tree_structure(want)
+    same = got_struct == want_struct and all(
+        np.shape(a) == np.shape(b) for a, b in zip(jax.tree_util.tree_leaves(state.opt_state), jax.tree_util.tree_leaves(want)))
+    if not same:
+        raise ValueError(
+            "`initial_state` holds the state of another optimizer than `optimizer` "
+            f"(its state is {_ADDRESS.sub('', str(got_struct))}; `optimizer` needs {_ADDRESS.sub('', str(want_struct))}); "
+            "resume with the optimizer of the run that produced it"
+        )
+
+
 def _positive_int(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"`{name}` must be a positive integer; received {value!r}")
@@ -412,16 +432,26 @@ def _positive_int(value, name: str) -> int:
 
 
 def _run_fingerprint(method, target, state, optimizer, rng_key, trace_every, diag_kernel, start_step) -> dict:
-    """What a checkpoint of :func:`run` must match to be resumed (see :mod:`steinax.checkpoint`)."""
-    del optimizer  # optax optimizers are closures: their state's structure and shapes identify them
+    """What a checkpoint of :func:`run` must match to be resumed (see :mod:`steinax.checkpoint`).
+
+    Readable entries (the method's configuration, the x64 flag, the mesh) name what differs;
+    what a hash cannot see (a plain function's code, its closure, module globals, data,
+    an optax optimizer's hyperparameters, which live in closures) is checked by behaviour:
+    :func:`_probe`.
+    """
+    del optimizer  # optax optimizers are closures: the probe compares their behaviour
+    mesh = getattr(method, "mesh", None)
     return {
         "kind": "steinax.run",
         "method": type(method).__name__,
+        "method_config": _ADDRESS.sub("", repr(method)),
         "method_fingerprint": fingerprint_tree(method),
         "target": type(target).__name__,
         "target_fingerprint": fingerprint_tree(target),
         "particles": list(state.particles.shape),
         "dtype": str(state.particles.dtype),
+        "x64_mode": bool(jax.config.jax_enable_x64),
+        "mesh": None if mesh is None else f"{dict(mesh.shape)} over {mesh.devices.size} {mesh.devices.flat[0].platform} devices",
         "optimizer_state": fingerprint_tree(jax.tree_util.tree_map(jnp.zeros_like, state.opt_state)),
         "rng_key": fingerprint_tree(rng_key),
         "trace_every": trace_every,
@@ -430,11 +460,76 @@ def _run_fingerprint(method, target, state, optimizer, rng_key, trace_every, dia
     }
 
 
-def _save_run(path, state, trace, rng_key, fingerprint, end_step):
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_PROBE_POINTS = 3
+
+
+@eqx.filter_jit
+def _probe_values(target, optimizer, points):
+    logd, scores = evaluate(target, jax.random.key(0), points)
+    gradient = jnp.cos(points) - 0.5  # a fixed "gradient": the optimizer's answer does not depend on the target
+    updates, _ = optimizer.update(gradient, optimizer.init(points), points)
+    return {"points": points, "logdensity": logd, "score": scores, "update": updates}
+
+
+def _probe(target, optimizer, points) -> dict:
+    """How the target and the optimizer behave at fixed inputs: the log-density and score at ``points`` (a
+    few initial particles; key 0 for a stochastic target) and one optimizer update of a fixed gradient
+    there. Stored in the checkpoint and recomputed at the stored points on resume: an edited log-density,
+    other data, a changed closure or global, or other optimizer hyperparameters behave differently."""
+    values = _probe_values(target, optimizer, points)
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _check_probe(path, stored: dict, target, optimizer) -> None:
+    now = _probe(target, optimizer, jnp.asarray(stored["points"]))
+    what = {"logdensity": "the target's log-density", "score": "the target's score",
+            "update": "the optimizer's update (its hyperparameters or schedule)"}
+    diffs = []
+    for name, label in what.items():
+        a, b = stored.get(name), now.get(name)
+        if (a is None) != (b is None):
+            diffs.append(f"{label}: {'none' if a is None else 'given'} in the checkpoint, {'none' if b is None else 'given'} now")
+            continue
+        if a is None:
+            continue
+        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        eps = float(jnp.finfo(now["points"].dtype).eps)
+        if a.shape != b.shape or not np.allclose(a, b, rtol=16 * eps, atol=16 * eps * max(1.0, float(np.nanmax(np.abs(a)))),
+                                                 equal_nan=True):
+            diffs.append(f"{label} differs at the checkpoint's probe points (max |difference| "
+                         f"{float(np.nanmax(np.abs(a - b))) if a.shape == b.shape else 'shape'})")
+    if diffs:
+        raise CheckpointMismatchError(
+            f"checkpoint {path!r} was written by a run that behaves differently and is not resumed: " + "; ".join(diffs)
+            + " (the code, data, closure or globals of the target, or the optimizer's settings changed). "
+            "Use another checkpoint path, or delete the file to start afresh."
+        )
+
+
+def _tree_bytes(tree) -> int:
+    return sum(int(np.prod(np.shape(a))) * jnp.dtype(a.dtype).itemsize for a in jax.tree_util.tree_leaves(tree)
+               if hasattr(a, "dtype") and not jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key))
+
+
+def _save_run(path, state, trace, rng_key, fingerprint, end_step, probe):
     meta = dict(fingerprint, step=int(state.step), end_step=end_step)
-    save_checkpoint(path, {"state": state, "trace": trace, "rng_key": rng_key}, meta)
+    save_checkpoint(path, {"state": state, "trace": trace, "rng_key": rng_key, "probe": probe}, meta)
 
 
-def _load_run(path, template_state, fingerprint):
-    trees, _ = load_checkpoint(path, {"state": template_state, "trace": None}, fingerprint)
-    return trees["state"], trees["trace"]
+def _load_run(path, template_state, fingerprint, target, optimizer):
+    trees, _ = load_checkpoint(path, {"state": template_state, "trace": None, "probe": None}, fingerprint)
+    probe_leaves = trees["probe"]
+    names = sorted(k for k in ("logdensity", "points", "score", "update"))  # dict leaves flatten in key order
+    stored = _probe_structure(path, probe_leaves, names)
+    _check_probe(path, stored, target, optimizer)
+    return trees["state"], trees["trace"], stored
+
+
+def _probe_structure(path, leaves, names) -> dict:
+    """The stored probe dict (its leaves in key order; ``logdensity`` is absent for score-only targets)."""
+    if len(leaves) == len(names):
+        return dict(zip(names, leaves))
+    if len(leaves) == len(names) - 1:
+        return dict(zip([n for n in names if n != "logdensity"], leaves))
+    raise CheckpointMismatchError(f"checkpoint {path!r} holds a probe of {len(leaves)} arrays; expected 3 or 4")
