@@ -101,3 +101,58 @@ def test_settings_are_checked_before_any_run():
         bench.BenchSettings(particles=2, steps=2, batch_size=2, learning_rate=0.1, train_fraction=0.5, dev_noise=True)
     with pytest.raises(ValueError, match="`optimizer` must be one of"):
         bench.BenchSettings(particles=2, steps=2, batch_size=2, learning_rate=0.1, train_fraction=0.5, optimizer="sgd")
+
+
+# ---------------------------------------------------------------- issue 24: shared folders, repeats, Ctrl-C
+
+_FAKE = """
+import sys, time
+from steinax import bench
+
+def fake(task, X, y, method, seed, s):
+    time.sleep(0.05)
+    return {"rmse": "", "loglik": -0.5, "accuracy": 0.75, "wall_time": 0.05}
+
+bench._one_job = fake
+bench.run_bench("blr", ["pima"], [sys.argv[2]], 12, sys.argv[1], quick=True, progress=False)
+"""
+
+
+def test_two_processes_sharing_out_lose_nothing(tmp_path):
+    """Was: both exited 0 and one process's finished rows were overwritten by the other's."""
+    import subprocess
+    import sys
+
+    out = str(tmp_path / "shared")
+    procs = [subprocess.Popen([sys.executable, "-c", _FAKE, out, m], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             for m in ("svgd", "map")]
+    for p in procs:
+        assert p.wait(timeout=300) == 0, p.stderr.read().decode()[-2000:]
+    rows = _rows(tmp_path / "shared" / "results.csv")
+    assert sorted((r["method"], int(r["seed"])) for r in rows) == sorted((m, k) for m in ("svgd", "map") for k in range(12))
+
+
+def test_repeated_methods_or_datasets_are_refused(tmp_path, capsys):
+    for flag, value in (("--methods", "svgd,svgd"), ("--datasets", "pima,pima")):
+        code = cli.main(["bench", "blr", "--quick", "--out", str(tmp_path / "b"), "--no-progress", flag, value])
+        err = capsys.readouterr().err
+        assert code == 2 and "more than once" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "b" / "results.csv").exists()
+
+
+def test_ctrl_c_prints_one_line_and_keeps_rows(tmp_path, capsys, monkeypatch):
+    state = {"n": 0}
+
+    def fake(*args):
+        state["n"] += 1
+        if state["n"] == 2:
+            raise KeyboardInterrupt
+        return {"rmse": "", "loglik": -0.5, "accuracy": 0.75, "wall_time": 0.01}
+
+    monkeypatch.setattr(bench, "_one_job", fake)
+    out = tmp_path / "b"
+    code = cli.main(["bench", "blr", "--datasets", "pima", "--methods", "svgd", "--seeds", "3", "--quick",
+                     "--out", str(out), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 130 and "interrupted; finished jobs are kept in" in err and "Traceback" not in err
+    assert len(_rows(out / "results.csv")) == 1

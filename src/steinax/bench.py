@@ -28,6 +28,7 @@ over seeds per dataset and method, with the wall time.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 import os
@@ -171,6 +172,11 @@ def _check(task, names, methods, seeds):
     for m in methods:
         if m not in METHODS:
             raise ValueError(f"unknown method {m!r}; available: {list(METHODS)}")
+    for label, given in (("methods", methods), ("datasets", names)):
+        repeated = sorted({x for x in given if list(given).count(x) > 1})
+        if repeated:
+            raise ValueError(f"`{label}` names {repeated} more than once ({list(given)}); expected each at most once "
+                             "(a repeat would run the same jobs twice and count them as extra seeds)")
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ValueError(f"`seeds` must be a positive integer; received {seeds!r}")
 
@@ -256,6 +262,34 @@ def _write_rows(path, rows, fields=FIELDS) -> None:
     atomic_write_csv(path, rows, fields)
 
 
+def _row_key(r) -> tuple:
+    return (r["task"], r["dataset"], r["method"], str(r["seed"]), r["settings"])
+
+
+@contextlib.contextmanager
+def _locked(path):
+    """An exclusive lock on ``path + ".lock"`` (``fcntl.flock``; released when the process dies)."""
+    import fcntl
+
+    with open(path + ".lock", "a") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _append_row(path, row) -> list[dict]:
+    """Add ``row`` to the results file under a lock: re-read what is there (another process may have
+    added rows), keep every row once (by task, dataset, method, seed and settings), write atomically."""
+    with _locked(path):
+        rows = _read_rows(path)
+        if _row_key(row) not in {_row_key(r) for r in rows}:
+            rows.append(row)
+        _write_rows(path, rows)
+    return rows
+
+
 def run_bench(
     task: str,
     names,
@@ -285,6 +319,7 @@ def run_bench(
     _check(task, names, methods, seeds)
     s = settings or (QUICK if quick else DEFAULTS)[task]
     results_path = os.path.join(out_dir, "results.csv")
+    os.makedirs(out_dir, exist_ok=True)
     rows = _read_rows(results_path)
     done = {(r["task"], r["dataset"], r["method"], r["seed"], r["settings"]) for r in rows}
     jobs = [(d, m, k) for d in names for m in methods for k in range(seeds)
@@ -297,9 +332,12 @@ def run_bench(
         for d, m, k in jobs:
             if d not in loaded:
                 loaded[d] = datasets.load(d)
+            if _row_key({"task": task, "dataset": d, "method": m, "seed": k, "settings": s.key(m)}) in \
+                    {_row_key(r) for r in _read_rows(results_path)}:
+                continue  # another process sharing `out_dir` finished it meanwhile
             row = {"task": task, "dataset": d, "method": m, "seed": k, "settings": s.key(m), **_one_job(task, *loaded[d], m, k, s)}
-            rows.append({f: row[f] for f in FIELDS})
-            _write_rows(results_path, rows)  # every finished job is kept
+            # every finished job is kept, and rows other processes wrote to the same file meanwhile too
+            rows = _append_row(results_path, {f: row[f] for f in FIELDS})
             # each job compiles its own target; without this, hundreds of jobs exhaust the JIT's code memory
             # (observed: "LLVM ERROR: Unable to allocate section memory" after 183 BLR jobs)
             jax.clear_caches()
@@ -309,6 +347,7 @@ def run_bench(
     finally:
         if bar is not None:
             bar.close()
+    rows = _read_rows(results_path)
     summary = summarise([r for r in rows if r["task"] == task and r["settings"] == s.key(r["method"])])
     _write_rows(os.path.join(out_dir, "summary.csv"), summary, list(summary[0]) if summary else ["dataset"])
     md = _markdown(task, s, summary)
@@ -343,10 +382,19 @@ def summarise(rows) -> list[dict]:
     return out
 
 
+SETTINGS_TAG = ("n particles, T steps, B minibatch size, lr step size, f training fraction; then, where not the "
+                "default, the optimizer, the network (net50nobias), the noise (v) and prior (pv) variances, the "
+                "precision prior's rate (b0), the dev fraction (dev), a fixed bandwidth (h), the step size and "
+                "thinning of SGLD (eps, keep), NUTS draws (nuts) and the mixture's learning rate (mixlr)")
+
+
 def _markdown(task, s: BenchSettings, summary) -> str:
     metrics = ["rmse", "loglik"] if task == "bnn" else ["accuracy", "loglik"]
     head = "| dataset | method | seeds | " + " | ".join(f"test {m}" for m in metrics) + " | wall s |"
-    lines = [f"steinax bench {task} ({s.key()}; mean ± standard error over seeds)", "", head,
+    lines = [f"steinax bench {task} ({s.key()}; mean ± standard error over seeds)", "",
+             f"Settings tag: {SETTINGS_TAG}. wall s: one job's sampling time (the method's run, its "
+             "compilation included), without the data split, the model's construction and the test evaluation, "
+             "which the progress bar's per-job time also counts.", "", head,
              "|" + "---|" * (4 + len(metrics))]
     for e in summary:
         cells = [f"{e.get(f'{m}_mean', float('nan')):.3f} ± {e.get(f'{m}_se', float('nan')):.3f}" for m in metrics]

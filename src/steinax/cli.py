@@ -309,6 +309,10 @@ def main(argv=None) -> int:
             # steinax's own errors name the argument: one line, exit 2, no traceback
             print(f"steinax {args.command}: error: {exc}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt:
+            kept = f"; finished jobs are kept in {os.path.join(args.out, 'results.csv')}" if args.command == "bench" else ""
+            print(f"\nsteinax {args.command}: interrupted{kept}", file=sys.stderr)
+            return 130
     parser.print_help(sys.stderr)
     return 2
 
