@@ -254,7 +254,8 @@ def test_cli_bad_arguments(tmp_path, capsys):
     for extra, message in [(["--level", "1.5"], "`level`"), (["--bootstrap", "0"], "`n_bootstrap`"),
                            (["--block-length", "1"], "`block_length`"), (["--block-length", "x"], "`--block-length`"),
                            (["--block-size", "0"], "`block_size`"), (["--estimator", "u", "--kind", "kcc_sd", "--bandwidth", "-2", "--kernel", "rbf"], "`bandwidth` must be finite and > 0"),
-                           (["--wild-bootstrap", "dependent", "--block-length", "50"], None)]:
+                           (["--wild-bootstrap", "dependent", "--block-length", "50"], "leaves fewer than 10 blocks"),
+                           (["--wild-bootstrap", "dependent", "--block-length", "2"], None)]:
         code = cli.main(base + extra)
         err = capsys.readouterr().err
         if message is None:

@@ -89,11 +89,17 @@ class SampleQuality(eqx.Module):
         t = self.test
         if t is not None:
             boot = "i.i.d. Rademacher" if t.bootstrap == "iid" else f"dependent (block length {t.block_length})"
-            verdict = "reject" if bool(t.reject) else "do not reject"
-            lines.append(
-                f"wild-bootstrap test, {boot}, B = {t.n_bootstrap}, level {t.level}: statistic {float(t.statistic):.6g}, "
-                f"threshold {float(t.threshold):.6g}, p-value {float(t.p_value):.4g} -> {verdict} H0: samples ~ target"
-            )
+            if t.untestable is not None:
+                lines.append(f"wild-bootstrap test, {boot}, B = {t.n_bootstrap}: UNTESTABLE, no decision: {t.untestable}")
+            else:
+                verdict = "reject" if bool(t.reject) else "do not reject"
+                lines.append(
+                    f"wild-bootstrap test, {boot}, B = {t.n_bootstrap}, level {t.level}: statistic {float(t.statistic):.6g}, "
+                    f"threshold {float(t.threshold):.6g}, p-value {float(t.p_value):.4g} -> {verdict} H0: samples ~ target"
+                )
+        if self.estimator == "u":
+            lines.append("(U-statistic: unbiased, about 0 for exact samples, may be negative; a run's trace "
+                         "(steinax.run) records the V-statistic, which adds the diagonal and is larger)")
         return "\n".join(lines)
 
 

@@ -96,9 +96,10 @@ def test_calibration_under_the_null(kind, estimator):
 
 @pytest.mark.slow
 def test_dependent_bootstrap_holds_its_level_on_ar1_chains():
-    """H0 true (stationary AR(1) chains with N(0, I) marginals, phi = 0.7, 4 chains x 200 draws, d = 3), 200
+    """H0 true (stationary AR(1) chains with N(0, I) marginals, phi = 0.5, 4 chains x 300 draws, d = 3), 200
     replications at level 0.05: the dependent wild bootstrap's rejection count lies in the binomial 99% interval
-    [3, 19], the i.i.d. bootstrap's does not. Declared failure rate: about 1% for the first assertion under a
+    [3, 19], the i.i.d. bootstrap's does not. (phi = 0.7 at 200 draws, the earlier setting, asks for blocks of
+    8 tau = 46 draws: fewer than 10 per chain, so every replication is now untestable.) Declared failure rate: about 1% for the first assertion under a
     calibrated test (the seed is fixed, so the outcome is deterministic); the second has no chance of failing
     unless the i.i.d. test were nearly calibrated (observed 166/200)."""
     import importlib.util
@@ -108,10 +109,10 @@ def test_dependent_bootstrap_holds_its_level_on_ar1_chains():
     spec = importlib.util.spec_from_file_location("_dependent_bootstrap", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    iid, dependent, block = module.rejections(0.7, reps=200, chains=4, draws=200, d=3, n_bootstrap=300, level=0.05, seed=31337)
-    assert 3 <= dependent <= 19, dependent
+    iid, dependent, block, untestable = module.rejections(0.5, reps=200, chains=4, draws=300, d=3, n_bootstrap=300, level=0.05, seed=31337)
+    assert untestable == 0 and 3 <= dependent <= 19, (untestable, dependent)
     assert iid > 19, iid
-    assert block > 8  # the automatic block length follows tau = 5.7
+    assert 16 <= block <= 30  # the automatic block length follows tau = 3 (8 tau = 24), within the 10-block limit
 
 
 def test_dependent_multipliers_have_the_stated_autocorrelation():
@@ -149,18 +150,47 @@ def test_dependent_test_equals_a_direct_computation():
     """Same statistic as the i.i.d. test; bootstrap = w^T H w / n with the dependent multipliers themselves."""
     from steinax.stein.gof import wild_bootstrap_multipliers
 
-    x = jax.random.normal(jax.random.key(3), (60, 2))
+    x = jax.random.normal(jax.random.key(3), (120, 2))
     key = jax.random.key(4)
-    dep = gof_test(x, -x, rng_key=key, bootstrap="dependent", block_length=7, chains=3, n_bootstrap=200)
+    dep = gof_test(x, -x, rng_key=key, bootstrap="dependent", block_length=4, chains=3, n_bootstrap=200)
     iid = gof_test(x, -x, rng_key=key, n_bootstrap=200)
-    assert (dep.bootstrap, dep.block_length, dep.chains) == ("dependent", 7, 3) and iid.bootstrap == "iid"
+    assert (dep.bootstrap, dep.block_length, dep.chains) == ("dependent", 4, 3) and iid.bootstrap == "iid"
     np.testing.assert_allclose(dep.statistic, iid.statistic, rtol=1e-6)
     h = stein_kernel_matrix(x, -x, x, -x, IMQ())
-    w = wild_bootstrap_multipliers(key, 200, 60, jnp.float32, bootstrap="dependent", block_length=7, chains=3)
-    boot = jnp.sum((w @ h) * w, axis=1) / 60
+    w = wild_bootstrap_multipliers(key, 200, 120, jnp.float32, bootstrap="dependent", block_length=4, chains=3)
+    boot = jnp.sum((w @ h) * w, axis=1) / 120
     p = (1 + np.sum(np.asarray(boot) >= float(dep.statistic))) / 201
     np.testing.assert_allclose(dep.p_value, p, rtol=1e-6)
-    with pytest.raises(ValueError, match="`chains` must be a positive integer dividing n = 60"):
+    with pytest.raises(ValueError, match="`chains` must be a positive integer dividing n = 120"):
         gof_test(x, -x, rng_key=key, bootstrap="dependent", chains=7)
     with pytest.raises(ValueError, match="`bootstrap` must be one of"):
         gof_test(x, -x, rng_key=key, bootstrap="block")
+
+
+def test_block_lengths_leaving_fewer_than_10_blocks_are_refused():
+    """Was: `block_length=100000` gave p ~ 1 for anything. 3 chains of 40 draws: at most 4."""
+    x = jax.random.normal(jax.random.key(3), (120, 2)) + 3.0
+    for length in (5, 40, 100000):
+        with pytest.raises(ValueError, match=f"`block_length` = {length} leaves fewer than 10 blocks in chains of 40 draws; "
+                                             "expected at most 4"):
+            gof_test(x, -x, rng_key=jax.random.key(0), bootstrap="dependent", block_length=length, chains=3)
+
+
+def test_a_stuck_chain_is_untestable_never_do_not_reject():
+    """The issue's case: one chain centred at 3, barely moving, tested against N(0, 1). The automatic block
+    length (8 tau) exceeds draws / 10: no decision, a warning and a NaN p-value, not "do not reject"."""
+    from steinax.diagnostics import sample_quality
+    from steinax.stein.gof import UntestableWarning
+
+    rng = np.random.default_rng(0)
+    x = np.empty(1000)
+    x[0] = 3.0
+    for t in range(1, 1000):
+        x[t] = 3.0 + 0.999 * (x[t - 1] - 3.0) + 0.05 * rng.normal()
+    chain = x[None, :, None].astype(np.float32)  # [1 chain, 1000 draws, d = 1]
+    with pytest.warns(UntestableWarning, match="fewer than 10 blocks"):
+        res = sample_quality(chain, lambda z: -0.5 * jnp.sum(z**2), test=True, rng_key=jax.random.key(0))
+    assert res.test.untestable is not None and np.isnan(res.p_value) and not res.reject
+    assert res.discrepancy > 1.0  # the discrepancy itself is still reported
+    text = res.summary()
+    assert "UNTESTABLE, no decision" in text and "do not reject" not in text

@@ -40,6 +40,8 @@ O(block * n + B * n)); no Python loop over draws.
 
 from __future__ import annotations
 
+import warnings
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -54,6 +56,8 @@ __all__ = [
     "BOOTSTRAPS",
     "DISCREPANCIES",
     "GofResult",
+    "MIN_BLOCKS",
+    "UntestableWarning",
     "gof_test",
     "integrated_autocorrelation_time",
     "stein_matrix_rows",
@@ -65,6 +69,14 @@ BOOTSTRAPS = ("iid", "dependent")
 # block_length="auto" is ceil(AUTO_BLOCK_FACTOR * tau): 8 held the level on AR(1) chains with tau up to 19
 # (experiments/diagnostics/dependent_bootstrap.py; 6 over-rejected, 12 was conservative)
 AUTO_BLOCK_FACTOR = 8.0
+# a dependent bootstrap needs at least this many blocks (block_length <= draws / MIN_BLOCKS) per chain: with
+# fewer, the signs are nearly constant within a chain, w^T H w ~ T for any H, and p ~ 1 whatever the samples
+# (a chain centred at 3 tested against N(0, 1): squared KSD 15.7, p = 0.35)
+MIN_BLOCKS = 10
+
+
+class UntestableWarning(UserWarning):
+    """A goodness-of-fit test could not have power on these samples (see ``GofResult.untestable``)."""
 
 
 class GofResult(eqx.Module):
@@ -79,6 +91,8 @@ class GofResult(eqx.Module):
         bootstrap: which wild bootstrap ran: ``"iid"`` or ``"dependent"``.
         block_length: the dependent bootstrap's expected run length of equal signs (``None`` for iid).
         chains: the number of chains the samples were split into.
+        untestable: ``None``, or why the test cannot have power on these samples (then ``p_value``
+            and ``threshold`` are NaN and ``reject`` is False: not a "do not reject", no decision).
     """
 
     statistic: jax.Array
@@ -93,6 +107,7 @@ class GofResult(eqx.Module):
     bootstrap: str = eqx.field(static=True, default="iid")
     block_length: int | None = eqx.field(static=True, default=None)
     chains: int = eqx.field(static=True, default=1)
+    untestable: str | None = eqx.field(static=True, default=None)
 
 
 def stein_matrix_rows(kind: str, particles, scores, kernel: AbstractKernel, block_size: int | None = None):
@@ -188,6 +203,13 @@ def resolve_block_length(block_length, samples, chains: int) -> int:
         return max(2, int(np.ceil(AUTO_BLOCK_FACTOR * tau)))
     if isinstance(block_length, bool) or not isinstance(block_length, (int, np.integer)) or block_length < 2:
         raise ValueError(f"`block_length` must be an integer >= 2 or 'auto'; received {block_length!r}")
+    draws = np.shape(samples)[0] // chains
+    if block_length > draws // MIN_BLOCKS:
+        raise ValueError(
+            f"`block_length` = {block_length} leaves fewer than {MIN_BLOCKS} blocks in chains of {draws} draws; expected "
+            f"at most {draws // MIN_BLOCKS} (with fewer blocks the dependent bootstrap has no power: p ~ 1 for any "
+            "samples). Use longer chains, or thin them less"
+        )
     return int(block_length)
 
 
@@ -223,7 +245,10 @@ def gof_test(
         bootstrap: ``"iid"`` (independent particles) or ``"dependent"`` (autocorrelated
             chains; see the module docstring).
         block_length: the dependent bootstrap's expected run of equal signs, an
-            integer ``>= 2`` or ``"auto"`` (from the chains' autocorrelation time).
+            integer ``>= 2`` or ``"auto"`` (from the chains' autocorrelation time). Each
+            chain must hold at least ``MIN_BLOCKS`` = 10 blocks: a larger integer is refused,
+            and an ``"auto"`` length beyond it makes the result *untestable* (no decision,
+            NaN p-value, an :class:`UntestableWarning`), never "do not reject".
         chains: the particles are this many equal-length chains, one after the other
             (chain-major); the dependent multipliers restart at every chain.
 
@@ -252,22 +277,32 @@ def gof_test(
         raise ValueError(f"`chains` must be a positive integer dividing n = {n}; received {chains!r}")
     if bootstrap == "dependent" and n // chains < 4:
         raise ValueError(f"the dependent bootstrap needs chains of >= 4 draws; received {chains} chains of {n // chains}")
-    length = None
+    length, untestable = None, None
     if bootstrap == "dependent" or not (isinstance(block_length, str) and block_length == "auto"):
         length = resolve_block_length(block_length, particles, int(chains))  # validated whichever bootstrap runs
     if bootstrap == "iid":
         length = None
+    draws = n // int(chains)
+    if length is not None and length > draws // MIN_BLOCKS:  # only "auto" gets here: an explicit length is refused
+        untestable = (
+            f"the chains' autocorrelation asks for blocks of {length} draws, so chains of {draws} draws hold fewer "
+            f"than {MIN_BLOCKS} blocks and the dependent bootstrap cannot have power (a stuck or slowly mixing "
+            f"chain): no decision. Run the chains for at least {MIN_BLOCKS * length} draws"
+        )
+        warnings.warn(untestable, UntestableWarning, stacklevel=2)
     check_block_size(block_size)
     kernel = as_kernel(kernel, IMQ())
     w = wild_bootstrap_multipliers(
         rng_key, int(n_bootstrap), n, particles.dtype, bootstrap=bootstrap, block_length=length or 2, chains=int(chains)
     )
     statistic, p_value, threshold, discrepancy = _gof(kind, particles, scores, kernel, w, estimator, level, block_size)
+    if untestable is not None:
+        p_value, threshold = jnp.full_like(p_value, jnp.nan), jnp.full_like(threshold, jnp.nan)
     result = GofResult(
         statistic=statistic,
         p_value=p_value,
         threshold=threshold,
-        reject=p_value <= level,
+        reject=p_value <= level,  # False when untestable (NaN)
         discrepancy=discrepancy,
         level=level,
         n_bootstrap=int(n_bootstrap),
@@ -276,6 +311,7 @@ def gof_test(
         bootstrap=bootstrap,
         block_length=length,
         chains=int(chains),
+        untestable=untestable,
     )
     check_finite_statistic(discrepancy, f"the squared {kind.upper().replace('_', '-')}", scores)
     return result
