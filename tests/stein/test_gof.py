@@ -96,7 +96,7 @@ def test_calibration_under_the_null(kind, estimator):
 
 @pytest.mark.slow
 def test_dependent_bootstrap_holds_its_level_on_ar1_chains():
-    """H0 true (stationary AR(1) chains with N(0, I) marginals, phi = 0.5, 4 chains x 300 draws, d = 3), 200
+    """H0 true (stationary AR(1) chains with N(0, I) marginals, phi = 0.5, 4 chains x 500 draws, d = 3), 200
     replications at level 0.05: the dependent wild bootstrap's rejection count lies in the binomial 99% interval
     [3, 19], the i.i.d. bootstrap's does not. (phi = 0.7 at 200 draws, the earlier setting, asks for blocks of
     8 tau = 46 draws: fewer than 10 per chain, so every replication is now untestable.) Declared failure rate: about 1% for the first assertion under a
@@ -109,7 +109,7 @@ def test_dependent_bootstrap_holds_its_level_on_ar1_chains():
     spec = importlib.util.spec_from_file_location("_dependent_bootstrap", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    iid, dependent, block, untestable = module.rejections(0.5, reps=200, chains=4, draws=300, d=3, n_bootstrap=300, level=0.05, seed=31337)
+    iid, dependent, block, untestable = module.rejections(0.5, reps=200, chains=4, draws=500, d=3, n_bootstrap=300, level=0.05, seed=31337)
     assert untestable == 0 and 3 <= dependent <= 19, (untestable, dependent)
     assert iid > 19, iid
     assert 16 <= block <= 30  # the automatic block length follows tau = 3 (8 tau = 24), within the 10-block limit
