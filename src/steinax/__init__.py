@@ -9,7 +9,9 @@ from steinax import datasets, diagnostics, kernels, metrics, models, stein, targ
 from steinax import gp, sharding, unfold
 from steinax.kernels import IMQ, RBF
 from steinax.particles import (
+    DivergenceWarning,
     NonFiniteError,
+    RunInterrupted,
     ParticleState,
     RunResult,
     Trace,
@@ -58,6 +60,8 @@ __all__ = [
     "Trace",
     "ParticleState",
     "NonFiniteError",
+    "RunInterrupted",
+    "DivergenceWarning",
     "adagrad_momentum",
     "scale_by_adagrad_momentum",
 ]

@@ -211,3 +211,89 @@ def test_default_trace_spacing_is_every_20th_step_and_divides_given_checkpoints(
     res = steinax.run(steinax.svgd(), lambda x: -0.5 * jnp.sum(x * x), x0, steps=100,
                       checkpoint=tmp_path / "c.npz", checkpoint_every=50, **args)
     np.testing.assert_array_equal(np.asarray(res.trace.step), np.arange(0, 101, 10))
+
+
+# ---------------------------------------------------------------- issue 24: runs that go wrong say so, and soon
+
+
+def test_a_failing_run_stops_computing_and_keeps_each_record_once():
+    """Was: a run non-finite at step 11 went on computing its whole segment (10.5 s where the healthy run takes
+    5.3 s) and `err.result.trace` repeated the last good record. Now the steps after the failure are skipped:
+    a host callback counts the target evaluations actually made."""
+    calls = []
+
+    def logp(x):
+        jax.debug.callback(lambda: calls.append(1))  # once per (vmapped) evaluation of the particles
+        return jnp.where(x[0] > 1.5, jnp.nan, -0.5 * jnp.sum((x - 5.0) ** 2))
+
+    x0 = jnp.zeros((4, 2))
+    with pytest.raises(steinax.NonFiniteError) as info:
+        steinax.run(steinax.svgd(), logp, x0, steps=2000, optimizer=optax.sgd(0.1), rng_key=jax.random.key(0),
+                    trace_every=50, progress=False)
+    jax.effects_barrier()
+    err = info.value
+    assert err.step < 50
+    steps = np.asarray(err.result.trace.step)
+    assert np.all(np.diff(steps) > 0) and steps[-1] < err.step
+    # evaluations: the failing steps' (<= 50 steps) and one per trace record (41), not 2000 steps'
+    assert len(calls) < 200, len(calls)
+
+
+def test_diverging_finite_particles_warn_with_the_step():
+    """Particles that explode but stay finite (here: a log-density that pushes them out exponentially) warn."""
+    def logp(x):
+        return 5.0 * jnp.sum(x * x)  # not a density: with 8 particles the score 10 x grows them ~2.25x a step
+
+    x0 = jax.random.normal(jax.random.key(0), (8, 2))
+    with pytest.warns(steinax.DivergenceWarning, match=r"diverge.* at step \d+|from step \d+ on"):
+        res = steinax.run(steinax.svgd(), logp, x0, steps=20, optimizer=optax.sgd(1.0), rng_key=jax.random.key(1),
+                          trace_every=5, progress=False)
+    assert bool(jnp.all(jnp.isfinite(res.particles)))
+
+
+def test_a_healthy_run_does_not_warn():
+    import warnings
+
+    x0 = jax.random.normal(jax.random.key(0), (20, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", steinax.DivergenceWarning)
+        res = steinax.run(steinax.svgd(), _std_normal, x0, steps=50, optimizer=steinax.adagrad_momentum(0.05),
+                          rng_key=jax.random.key(1), progress=False)
+    assert res.trace.max_abs.shape == res.trace.step.shape
+
+
+_CTRL_C = """
+import os, signal, sys, threading, time
+import jax, jax.numpy as jnp, steinax
+
+x0 = jax.random.normal(jax.random.key(0), (200, 10))
+logp = lambda x: -0.5 * jnp.sum(x * x)
+opt = steinax.adagrad_momentum(0.05)
+steinax.run(steinax.svgd(), logp, x0, steps=10**6, optimizer=opt, rng_key=jax.random.key(1), progress=False,
+            diagnostic_points=None, trace_every=100000) if False else None
+def press():
+    time.sleep(float(sys.argv[1]))
+    os.kill(os.getpid(), signal.SIGINT)
+threading.Thread(target=press, daemon=True).start()
+t0 = time.perf_counter()
+try:
+    steinax.run(steinax.svgd(), logp, x0, steps=10**6, optimizer=opt, rng_key=jax.random.key(1), progress=False)
+except steinax.RunInterrupted as err:
+    assert isinstance(err, KeyboardInterrupt)
+    assert 0 < err.step == int(err.result.state.step) < 10**6
+    assert bool(jnp.all(jnp.isfinite(err.result.particles)))
+    print("stopped", time.perf_counter() - t0, err.step)
+"""
+
+
+def test_ctrl_c_stops_the_compiled_loop_soon_and_keeps_the_particles():
+    """Was: Ctrl-C took effect when the compiled loop ended (67.8 s later in one trial) and the work was lost.
+    Now it stops within max(2 s, 100 steps) of the press, with the particles (a 10^6-step run; compilation
+    takes ~1-3 s here, so the press comes 6 s in and the run must end by 6 + 2 s + margin for a loaded machine)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _CTRL_C, "6"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    _, seconds, step = out.stdout.split()
+    assert float(seconds) < 6 + 2 + 4, out.stdout

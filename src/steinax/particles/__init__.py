@@ -6,7 +6,7 @@ from steinax.particles.mk_svgd import MKSVGD, MKState, mk_svgd, rbf_bandwidth_gr
 from steinax.particles.base import AbstractParticleMethod, ParticleState, StepInfo
 from steinax.particles.baselines import MAPAscent, map_ascent
 from steinax.particles.optim import ScaleByAdagradMomentumState, adagrad_momentum, scale_by_adagrad_momentum
-from steinax.particles.run import NonFiniteError, RunResult, Trace, run
+from steinax.particles.run import DivergenceWarning, NonFiniteError, RunInterrupted, RunResult, Trace, run
 from steinax.particles.svgd import SVGD, svgd, svgd_direction
 
 __all__ = [
@@ -35,6 +35,8 @@ __all__ = [
     "RunResult",
     "Trace",
     "NonFiniteError",
+    "RunInterrupted",
+    "DivergenceWarning",
     "adagrad_momentum",
     "scale_by_adagrad_momentum",
     "ScaleByAdagradMomentumState",

@@ -25,10 +25,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
 import re
+import signal
+import threading
 import sys
 import time
 
@@ -46,7 +49,7 @@ from steinax.particles.base import AbstractParticleMethod, ParticleState
 from steinax.stein.ksd import ksd
 from steinax.targets.base import as_target, check_target, evaluate
 
-__all__ = ["run", "RunResult", "Trace", "NonFiniteError"]
+__all__ = ["run", "RunResult", "Trace", "NonFiniteError", "RunInterrupted", "DivergenceWarning"]
 
 
 class Trace(eqx.Module):
@@ -57,12 +60,15 @@ class Trace(eqx.Module):
         ksd: squared V-statistic KSD with the IMQ(1, -1/2) diagnostic kernel.
         direction_norm: RMS ``||phi(x_i)||`` of the last step before the record (NaN at step 0).
         method: the method's diagnostics of that step, e.g. ``{"bandwidth": ...}`` (NaN at step 0).
+        max_abs: the largest ``|x_id|`` of the particles (a run whose particles explode while
+            staying finite is reported from it: :class:`DivergenceWarning`).
     """
 
     step: jax.Array
     ksd: jax.Array
     direction_norm: jax.Array
     method: dict
+    max_abs: jax.Array | None = None
 
     def __getitem__(self, idx) -> "Trace":
         return jax.tree_util.tree_map(lambda a: a[idx], self)
@@ -156,30 +162,68 @@ def _diagnostics(target, diag_kernel, particles, key, ksd_block):
     return ksd(particles, scores, diag_kernel, "v", block_size=block)
 
 
+_INTERRUPTED: set[int] = set()
+_WAKEUP: dict[int, int] = {}  # run id -> the read end of the pipe Python's C signal handler writes to
+INTERRUPT_CHECK_EVERY = 100  # steps between two looks at Ctrl-C from inside the compiled loop
+
+
+def _interrupted(run_id) -> np.ndarray:
+    """Called from inside the compiled loop (an XLA thread): has Ctrl-C been pressed during run ``run_id``?
+
+    The main thread is inside XLA while the loop runs, so Python's own SIGINT handler cannot run
+    until the loop returns; the C-level handler, though, writes the signal number to the wakeup
+    pipe at once (``signal.set_wakeup_fd``), and this reads it.
+    """
+    run_id = int(run_id)
+    fd = _WAKEUP.get(run_id)
+    if fd is not None and run_id not in _INTERRUPTED:
+        try:
+            if signal.SIGINT in os.read(fd, 512):
+                _INTERRUPTED.add(run_id)
+        except (BlockingIOError, OSError):
+            pass
+    return np.asarray(run_id in _INTERRUPTED)
+
+
 @eqx.filter_jit
-def _loop(method, target, optimizer, diag_kernel, state, rng_key, run_id, n_chunks, every, remainder, ksd_block, progress):
+def _loop(method, target, optimizer, diag_kernel, state, rng_key, run_id, n_chunks, every, remainder, ksd_block, progress,
+          interruptible):
     key_steps, key_diag = jax.random.split(rng_key)
 
+    def step_of(state):
+        return method.step(jax.random.fold_in(key_steps, state.step), state, target, optimizer)
+
+    info_shape = jax.eval_shape(step_of, state)[1]
+
+    def skip(state):  # after a non-finite step or Ctrl-C: the rest of the segment costs nothing
+        return state, jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), info_shape)
+
     def one_step(carry, _):
-        state, failed = carry
-        new, info = method.step(jax.random.fold_in(key_steps, state.step), state, target, optimizer)
-        ok = info.finite & (failed < 0)
-        failed = jnp.where((failed < 0) & ~info.finite, state.step + 1, failed)
-        return (_where_tree(ok, new, state), failed), info
+        state, failed, stopped = carry
+        active = (failed < 0) & ~stopped
+        new, info = jax.lax.cond(active, step_of, skip, state)
+        failed = jnp.where(active & ~info.finite, state.step + 1, failed)
+        state = _where_tree(active & info.finite, new, state)
+        if interruptible:
+            look = active & (state.step % INTERRUPT_CHECK_EVERY == 0)
+            stopped = stopped | jax.lax.cond(
+                look, lambda: jax.pure_callback(_interrupted, jax.ShapeDtypeStruct((), jnp.bool_), run_id),
+                lambda: jnp.asarray(False))
+        return (state, failed, stopped), info
 
     def record(carry, infos, n_done):
-        state, _ = carry
+        state = carry[0]
         last = jax.tree_util.tree_map(lambda a: a[-1], infos)
         k = _diagnostics(target, diag_kernel, state.particles, jax.random.fold_in(key_diag, state.step), ksd_block)
         if progress:
             jax.debug.callback(_progress_update, run_id, n_done, ordered=True)
-        return state.step, k, last.direction_norm, last.method
+        return state.step, k, last.direction_norm, last.method, jnp.max(jnp.abs(state.particles))
 
     def chunk(carry, _):
         carry, infos = jax.lax.scan(one_step, carry, None, length=every)
         return carry, record(carry, infos, every)
 
-    carry = (state, jnp.asarray(-1, jnp.int32))
+    carry = (state, jnp.asarray(-1, jnp.int32), jnp.asarray(False))
     records = []
     if n_chunks:
         carry, rec = jax.lax.scan(chunk, carry, None, length=n_chunks)
@@ -188,7 +232,48 @@ def _loop(method, target, optimizer, diag_kernel, state, rng_key, run_id, n_chun
         carry, infos = jax.lax.scan(one_step, carry, None, length=remainder)
         records.append(jax.tree_util.tree_map(lambda a: a[None], record(carry, infos, remainder)))
     stacked = jax.tree_util.tree_map(lambda *a: jnp.concatenate(a), *records)
-    return carry[0], carry[1], stacked
+    return carry[0], carry[1], carry[2], stacked
+
+
+class _SigintToFlag:
+    """During a run, Ctrl-C asks the compiled loop to stop (it looks every ``INTERRUPT_CHECK_EVERY`` steps, see
+    :func:`_interrupted`) instead of raising when the loop returns, after the whole segment. Main thread only
+    (the only one Python delivers signals to); the previous handler and wakeup descriptor are restored."""
+
+    def __init__(self, run_id):
+        self.run_id = run_id
+        self.previous = None
+        self.pipe = None
+
+    def __enter__(self):
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        read, write = os.pipe()
+        os.set_blocking(read, False)
+        os.set_blocking(write, False)
+        try:
+            self.old_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        except ValueError:  # pragma: no cover - not the main thread of the main interpreter
+            os.close(read)
+            os.close(write)
+            return self
+        self.pipe = (read, write)
+        _WAKEUP[self.run_id] = read
+        self.previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):  # Python's handler: runs only when the main thread is back in Python
+        _INTERRUPTED.add(self.run_id)
+
+    def __exit__(self, *exc):
+        _INTERRUPTED.discard(self.run_id)
+        _WAKEUP.pop(self.run_id, None)
+        if self.pipe is not None:
+            signal.set_wakeup_fd(self.old_fd)
+            signal.signal(signal.SIGINT, self.previous)
+            for fd in self.pipe:
+                os.close(fd)
+        return False
 
 
 @eqx.filter_jit
@@ -208,7 +293,7 @@ def _initial_record(method, target, diag_kernel, particles, rng_key, ksd_block):
     bad_rows = ~jnp.all(jnp.isfinite(scores), axis=1)
     if logd is not None:
         bad_rows = bad_rows | ~jnp.isfinite(logd)
-    return k, jax.tree_util.tree_map(lambda a: jnp.full(a.shape, jnp.nan, a.dtype), info), bad_rows
+    return k, jax.tree_util.tree_map(lambda a: jnp.full(a.shape, jnp.nan, a.dtype), info), bad_rows, jnp.max(jnp.abs(particles))
 
 
 def run(
@@ -344,7 +429,7 @@ def run(
     if diagnostic_points is not None:
         diagnostic_points = _positive_int(diagnostic_points, "diagnostic_points")
     ksd_layout = (diagnostic_block_size, diagnostic_points)
-    k0, info0, bad_rows = _initial_record(method, target, diag_kernel, particles, rng_key, ksd_layout)
+    k0, info0, bad_rows, max0 = _initial_record(method, target, diag_kernel, particles, rng_key, ksd_layout)
     from steinax.sharding import gather
 
     bad_rows = gather(bad_rows)
@@ -356,11 +441,16 @@ def run(
         )
     if prior_trace is None:
         trace = Trace(step=state.step[None], ksd=k0[None], direction_norm=jnp.full((1,), jnp.nan, k0.dtype),
-                      method=jax.tree_util.tree_map(lambda a: a[None], info0))
+                      method=jax.tree_util.tree_map(lambda a: a[None], info0), max_abs=max0[None])
     else:
         template = Trace(step=state.step[None], ksd=k0[None], direction_norm=k0[None],
-                         method=jax.tree_util.tree_map(lambda a: a[None], info0))
-        trace = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(template), [jnp.asarray(a) for a in prior_trace])
+                         method=jax.tree_util.tree_map(lambda a: a[None], info0), max_abs=max0[None])
+        structure = jax.tree_util.tree_structure(template)
+        if structure.num_leaves != len(prior_trace):
+            raise CheckpointMismatchError(
+                f"checkpoint {checkpoint!r} holds a trace of {len(prior_trace)} arrays, this steinax records "
+                f"{structure.num_leaves} (written by another version); use another path or delete the file")
+        trace = jax.tree_util.tree_unflatten(structure, [jnp.asarray(a) for a in prior_trace])
 
     run_id = next(_RUN_IDS)
     if getattr(method, "mesh", None) is not None:
@@ -368,29 +458,34 @@ def run(
     bar = _make_bar(progress, max(0, end_step - int(state.step)))
     if bar is not None:
         _BARS[run_id] = bar
-    failed = -1
+    failed, stopped = -1, False
+    interruptible = getattr(method, "mesh", None) is None  # a host callback would run on every device of a mesh
     try:
-        while int(state.step) < end_step and failed < 0:
-            segment = min(checkpoint_every, end_step - int(state.step))
-            n_chunks, remainder = divmod(segment, trace_every)
-            state, failed, rec = _loop(
-                method, target, optimizer, diag_kernel, state, rng_key, jnp.asarray(run_id),
-                n_chunks, trace_every, remainder, ksd_layout, bar is not None,
-            )
-            jax.block_until_ready(state.particles)
-            failed = int(failed)
-            trace = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]), trace, Trace(*rec))
-            if checkpoint is not None and failed < 0:
-                _save_run(checkpoint, state, trace, rng_key, fingerprint, end_step, probe)
+        sigint = _SigintToFlag(run_id) if interruptible else contextlib.nullcontext()
+        with sigint:
+            while int(state.step) < end_step and failed < 0 and not stopped:
+                segment = min(checkpoint_every, end_step - int(state.step))
+                n_chunks, remainder = divmod(segment, trace_every)
+                out = _loop(
+                    method, target, optimizer, diag_kernel, state, rng_key, jnp.asarray(run_id),
+                    n_chunks, trace_every, remainder, ksd_layout, bar is not None, interruptible,
+                )
+                jax.block_until_ready(out)
+                state, failed, stopped, rec = out
+                failed, stopped = int(failed), bool(stopped) or run_id in _INTERRUPTED
+                trace = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]), trace, Trace(*rec))
+                if checkpoint is not None and failed < 0 and not stopped:
+                    _save_run(checkpoint, state, trace, rng_key, fingerprint, end_step, probe)
         if bar is not None:
             jax.effects_barrier()
     finally:
         if bar is not None:
             bar.close()
             _BARS.pop(run_id, None)
-    if failed >= 0:
-        keep = np.asarray(trace.step) < failed
-        trace = trace[np.nonzero(keep)[0]]
+    if failed >= 0 or stopped:
+        # the records after the stop repeat the last state: keep each step once
+        steps = np.asarray(trace.step)
+        trace = trace[np.nonzero(np.r_[True, steps[1:] > steps[:-1]])[0]]
     result = RunResult(
         particles=state.particles,
         samples=target.postprocess(state.particles),
@@ -405,7 +500,53 @@ def run(
             failed,
             result,
         )
+    if stopped:
+        raise RunInterrupted(
+            f"interrupted (Ctrl-C) after step {int(state.step)} of {end_step}; `err.result` holds the particles "
+            f"there (resume with initial_state=err.result.state)", int(state.step), result)
+    _warn_if_diverging(trace)
     return result
+
+
+DIVERGENCE_FACTOR = 1e6
+
+
+class DivergenceWarning(RuntimeWarning):
+    """A run whose particles stayed finite but exploded, or whose trace's KSD is not finite."""
+
+
+def _warn_if_diverging(trace: Trace) -> None:
+    """Warn, naming the first step, when the trace's KSD is not finite or the particles' largest coordinate grew
+    more than ``DIVERGENCE_FACTOR`` times beyond ``max(1, its initial value)`` (finite particles can still diverge:
+    a heavy-tailed prior sent a coordinate to 1.9e19 while every step was finite)."""
+    import warnings
+
+    steps = np.asarray(trace.step)
+    ksd_bad = np.flatnonzero(~np.isfinite(np.asarray(trace.ksd)))
+    if ksd_bad.size:
+        warnings.warn(f"the run's trace KSD is not finite from step {int(steps[ksd_bad[0]])} on (value "
+                      f"{float(np.asarray(trace.ksd)[ksd_bad[0]])}): the particles diverge or the score overflows; "
+                      "lower the step size, or use float64", DivergenceWarning, stacklevel=3)
+        return
+    if trace.max_abs is None:
+        return
+    sizes = np.asarray(trace.max_abs, np.float64)
+    limit = DIVERGENCE_FACTOR * max(1.0, float(sizes[0]))
+    grown = np.flatnonzero(sizes > limit)
+    if grown.size:
+        i = int(grown[0])
+        warnings.warn(f"the particles diverge: their largest coordinate is {sizes[i]:.3g} at step {int(steps[i])}, "
+                      f"over {DIVERGENCE_FACTOR:g} times max(1, {sizes[0]:.3g}) at the start; the result is not a sample "
+                      "of the target. Lower the step size or check the model", DivergenceWarning, stacklevel=3)
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`run`: ``.step`` is the last completed step, ``.result`` the run up to it."""
+
+    def __init__(self, message: str, step: int, result: RunResult):
+        super().__init__(message)
+        self.step = step
+        self.result = result
 
 
 def _check_optimizer_state(optimizer, state) -> None:
