@@ -118,6 +118,12 @@ def _as_sample_array(samples, var_names=None) -> tuple[np.ndarray, int]:
             raise ValueError(f"`var_names` {missing} are not variables of the samples; available: {list(sites)}")
         if not names:
             raise ValueError("`samples` hold no posterior variables")
+        discrete = [v for v in names if np.asarray(sites[v]).dtype.kind in "iub"]
+        if discrete:
+            raise ValueError(
+                f"posterior variables {discrete} are integer or boolean (discrete); a Stein discrepancy needs "
+                f"continuous coordinates with a score. Pass `var_names` without them (continuous: "
+                f"{[v for v in names if v not in discrete]})")
         return np.concatenate([_numeric(sites[v], v).reshape(sites[v].shape[0], -1) for v in names], axis=1), chains
     arr = _numeric(samples, "samples")
     if arr.ndim == 1:
@@ -203,10 +209,11 @@ def load_samples(path: str, var_names=None):
         raise ValueError(f"unsupported samples file type {ext!r} for {path!r}; expected .npy, .csv or .nc")
     try:
         if ext == ".npy":
-            data = np.load(path, allow_pickle=False)
             if var_names is not None:
                 raise ValueError("`var_names` apply to .csv files with a header and to NetCDF files, not to .npy arrays")
-            return data
+            data = np.load(path, allow_pickle=False, mmap_mode="r")  # the header first: refuse what cannot fit
+            _check_fits(path, data.shape)
+            return np.asarray(data)
         if ext == ".csv":
             return _read_csv(path, var_names)
         import xarray as xr
@@ -220,12 +227,30 @@ def load_samples(path: str, var_names=None):
         raise ValueError(f"could not use samples file {path!r}: {type(exc).__name__}: {exc}") from exc
 
 
+# a computation holds about this many float32 copies of the [n, d] samples (samples, scores, the compute
+# copies, the test's blocks); a file needing more than the memory available is refused before it is read
+_COPIES = 8
+
+
+def _check_fits(path: str, shape) -> None:
+    from steinax.kernels.pairwise import _host_available
+
+    values = int(np.prod(shape)) if len(shape) else 1
+    need, have = _COPIES * 4 * values, _host_available()
+    if need > have:
+        raise ValueError(
+            f"{path!r} holds {values:,} values (shape {tuple(shape)}); checking them needs about {need / 2**30:.1f} GiB, "
+            f"more than the {have / 2**30:.1f} GiB of memory available. Thin or subsample the draws first, or use "
+            "steinax.stein.block_ksd (linear time) on a memory-mapped array in Python")
+
+
 def _read_csv(path: str, var_names=None) -> np.ndarray:
-    with open(path, newline="") as f:
+    _check_fits(path, (os.path.getsize(path) // 2,))  # at least two bytes per value ("1,")
+    with open(path, newline="", encoding="utf-8-sig") as f:  # -sig: a byte-order mark is not part of the header
         rows = [r for r in csv.reader(f) if r and any(c.strip() for c in r)]
     if not rows:
         raise ValueError("the file holds no rows")
-    header = None if _is_numeric_row(rows[0]) else [c.strip() for c in rows[0]]
+    header = None if _is_numeric_row(rows[0]) and not _is_positional_header(rows) else [c.strip() for c in rows[0]]
     body = rows[1:] if header is not None else rows
     if not body:
         raise ValueError("the file holds a header but no samples")
@@ -267,6 +292,22 @@ def _read_csv(path: str, var_names=None) -> np.ndarray:
     if len(set(counts.tolist())) != 1:
         raise ValueError(f"the chains of the 'chain' column have different lengths {counts.tolist()}; expected equal chains")
     return np.stack([x[labels == v] for v in values])
+
+
+def _is_positional_header(rows) -> bool:
+    """A header of column positions, as pandas writes a frame without names (``to_csv(index=False)``):
+    the first row is exactly ``0,1,...,w-1`` (integers as text) and a later row holds a non-integer value."""
+    first = [c.strip() for c in rows[0]]
+    if len(first) < 1 or first != [str(j) for j in range(len(first))]:
+        return False
+    for r in rows[1:]:
+        for c in r:
+            try:
+                if float(c) != int(float(c)):
+                    return True
+            except (ValueError, OverflowError):
+                return False
+    return False
 
 
 def _is_numeric_row(row) -> bool:

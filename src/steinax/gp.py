@@ -196,6 +196,15 @@ class _GPBase(AbstractTarget):
     def num_data(self) -> int:
         return int(self.X.shape[0])
 
+    def _new_inputs(self, X_new, y_new=None):
+        """``X_new`` (and ``y_new``) checked as the training inputs: ``[N*, D]`` with the model's ``D`` columns
+        (a 1-D array is one column, so only for ``D = 1``; before, a wrong width broadcast to wrong numbers)."""
+        X_new, y_checked = _check_inputs(X_new, np.zeros(np.shape(X_new)[0]) if y_new is None else y_new, "X_new", "y_new")
+        if X_new.shape[1] != self.num_inputs:
+            raise ValueError(f"`X_new` must have {self.num_inputs} columns, as the training inputs `X`; received shape "
+                             f"{tuple(np.shape(X_new))}")
+        return X_new if y_new is None else (X_new, y_checked)
+
     @property
     def _has_noise(self) -> bool:
         """Whether the hyperparameters include a Gaussian noise variance (the last one)."""
@@ -289,19 +298,19 @@ class GPRegression(_GPBase):
         (``K -> infinity``): ``mean = avg_j mu_j``, ``var = avg_j (s_j^2 + mu_j^2) - mean^2``.
         Use :meth:`predictive_samples` for the samples themselves.
         """
-        X_new = _check_inputs(X_new, np.zeros(np.shape(X_new)[0]), "X_new")[0]
+        X_new = self._new_inputs(X_new)
         mu, var, noise = jax.lax.map(lambda t: self._predict_one(t, X_new), particles)
         return _mixture_moments(mu, var + noise[:, None] if include_noise else var)
 
     def predictive_samples(self, rng_key, particles: jax.Array, X_new, num_samples: int = 20) -> jax.Array:
         """Algorithm 2: ``[J, K, N*]`` samples of ``f*`` (``K = num_samples`` per particle, marginal at each point)."""
-        X_new = _check_inputs(X_new, np.zeros(np.shape(X_new)[0]), "X_new")[0]
+        X_new = self._new_inputs(X_new)
         mu, var, _ = jax.lax.map(lambda t: self._predict_one(t, X_new), particles)
         return _marginal_samples(rng_key, mu, var, num_samples)
 
     def log_predictive(self, particles: jax.Array, X_new, y_new) -> jax.Array:
         """Mean test log-likelihood ``mean_i log avg_j N(y_i | mu_ij, s_ij^2 + sigma_j^2)`` (the particle mixture)."""
-        X_new, y_new = _check_inputs(X_new, y_new, "X_new", "y_new")
+        X_new, y_new = self._new_inputs(X_new, y_new)
         mu, var, noise = jax.lax.map(lambda t: self._predict_one(t, X_new), particles)
         return _mixture_log_predictive(mu, var + noise[:, None], y_new)
 
@@ -389,7 +398,7 @@ class LatentGP(_GPBase):
 
     def predictive_samples(self, rng_key, particles: jax.Array, X_new, num_samples: int = 20) -> jax.Array:
         """Algorithm 2: ``[J, K, N*]`` samples of the latent ``f*`` (marginal at each point)."""
-        X_new = _check_inputs(X_new, np.zeros(np.shape(X_new)[0]), "X_new")[0]
+        X_new = self._new_inputs(X_new)
         mu, var = jax.lax.map(lambda t: self._predict_one(t, X_new), particles)
         return _marginal_samples(rng_key, mu, var, num_samples)
 
@@ -535,13 +544,13 @@ class SparseGP(_GPBase):
 
     def predictive_samples(self, rng_key, particles: jax.Array, X_new, num_samples: int = 20) -> jax.Array:
         """Algorithm 2: ``[J, K, N*]`` samples of ``f*`` given each particle's ``u`` (marginal at each point)."""
-        X_new = _check_inputs(X_new, np.zeros(np.shape(X_new)[0]), "X_new")[0]
+        X_new = self._new_inputs(X_new)
         mu, var = jax.lax.map(lambda t: self._conditional(t, X_new)[:2], particles)
         return _marginal_samples(rng_key, mu, var, num_samples)
 
     def predict(self, particles: jax.Array, X_new, *, include_noise: bool = False):
         """Mixture mean and variance ``[N*]`` of ``f*`` (``y*`` with ``include_noise``, Gaussian likelihood)."""
-        X_new = _check_inputs(X_new, np.zeros(np.shape(X_new)[0]), "X_new")[0]
+        X_new = self._new_inputs(X_new)
         mu, var, noise = jax.lax.map(lambda t: self._noisy_conditional(t, X_new), particles)
         return _mixture_moments(mu, var + noise[:, None] if include_noise else var)
 
@@ -553,7 +562,7 @@ class SparseGP(_GPBase):
         """Mean test log-likelihood of the particle mixture (Gaussian likelihood)."""
         if self.likelihood != "gaussian":
             raise ValueError("log_predictive is for the Gaussian likelihood; use predict_mean for the others")
-        X_new, y_new = _check_inputs(X_new, y_new, "X_new", "y_new")
+        X_new, y_new = self._new_inputs(X_new, y_new)
         mu, var, noise = jax.lax.map(lambda t: self._noisy_conditional(t, X_new), particles)
         return _mixture_log_predictive(mu, var + noise[:, None], y_new)
 

@@ -108,7 +108,7 @@ def test_errors(key):
         ksd(x.at[0, 0].set(jnp.nan), s, IMQ())
     with pytest.raises(ValueError, match="finite"):
         ksd(x, s.at[1, 1].set(jnp.inf), IMQ())
-    with pytest.raises(TypeError, match="floating"):
+    with pytest.raises(TypeError, match="must have dtype float32 or float64"):
         ksd(jnp.ones((3, 2), jnp.int32), jnp.ones((3, 2), jnp.int32), IMQ())
     with pytest.raises(ValueError, match="at least 2"):
         ksd(x[:1], s[:1], IMQ(), "u")

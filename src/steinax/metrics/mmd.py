@@ -8,7 +8,7 @@ import jax.numpy as jnp
 
 from steinax._validation import check_block_size, check_particles
 from steinax.kernels.base import RBF, AbstractKernel
-from steinax.kernels.pairwise import fold_row_blocks
+from steinax.kernels.pairwise import fold_row_blocks, pairwise_plan
 
 __all__ = ["mmd2"]
 
@@ -30,8 +30,10 @@ def mmd2(
 
     the U-statistic (``estimator="u"``) drops the diagonals of the first two sums.
     The kernel is ``RBF(bandwidth)``, ``exp(-||x - y||^2 / h)`` (or any kernel, resolved on
-    the pooled samples). ``block_size`` sums the Gram matrices by row blocks (memory
-    O(block_size * (n + m))).
+    the pooled samples). The Gram matrices are summed by row blocks, never stored:
+    ``block_size=None`` (default) chooses the blocks as every pairwise function does
+    (:func:`~steinax.kernels.pairwise.pairwise_plan`; before, the default stored ``n x m``:
+    6.15 GB at n = m = 15,000); an integer sets the rows per block (memory O(block_size * (n + m))).
     """
     x = check_particles(particles)
     y = check_particles(reference, "reference")
@@ -50,13 +52,19 @@ def mmd2(
 @eqx.filter_jit
 def _mmd2(x, y, kernel, estimator, block_size):
     n, m = x.shape[0], y.shape[0]
-    kernel = kernel.resolve(jnp.concatenate([x, y]).astype(jnp.result_type(x, y)))
-    sxx, txx = _gram_sum(kernel, x, x, block_size)
-    syy, tyy = _gram_sum(kernel, y, y, block_size)
-    sxy, _ = _gram_sum(kernel, x, y, block_size)
+    pooled = jnp.concatenate([x, y]).astype(jnp.result_type(x, y))
+    kernel = kernel.resolve(pooled, None, _rows(n + m, n + m, pooled.dtype, block_size))
+    sxx, txx = _gram_sum(kernel, x, x, _rows(n, n, x.dtype, block_size))
+    syy, tyy = _gram_sum(kernel, y, y, _rows(m, m, y.dtype, block_size))
+    sxy, _ = _gram_sum(kernel, x, y, _rows(n, m, x.dtype, block_size))
     if estimator == "v":
         return sxx / float(n * n) + syy / float(m * m) - 2.0 * sxy / float(n * m)
     return (sxx - txx) / float(n * (n - 1)) + (syy - tyy) / float(m * (m - 1)) - 2.0 * sxy / float(n * m)
+
+
+def _rows(n_rows, n_cols, dtype, block_size):
+    """Rows per block: the user's ``block_size``, else automatic (:func:`~steinax.kernels.pairwise.pairwise_plan`)."""
+    return pairwise_plan(n_rows, dtype, block_size, store_wanted=False, columns=n_cols).rows
 
 
 def _gram_sum(kernel, a, b, block_size):

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-__all__ = ["ScaleByAdagradMomentumState", "scale_by_adagrad_momentum", "adagrad_momentum"]
+__all__ = ["ScaleByAdagradMomentumState", "scale_by_adagrad_momentum", "adagrad_momentum", "refuse_value_optimizers"]
 
 
 class ScaleByAdagradMomentumState(NamedTuple):
@@ -66,3 +66,29 @@ def adagrad_momentum(learning_rate: optax.ScalarOrSchedule, alpha: float = 0.9, 
         >>> opt = steinax.adagrad_momentum(0.1)   # as in svgd.py's update(stepsize=0.1)
     """
     return optax.chain(scale_by_adagrad_momentum(alpha, eps), optax.scale_by_learning_rate(learning_rate))
+
+
+def refuse_value_optimizers(optimizer, name: str = "optimizer") -> None:
+    """Refuse optax optimizers that need the objective's value (``optax.lbfgs``, ``reduce_on_plateau``, ...).
+
+    A particle method has an update direction ``phi`` but no objective value: SVGD's direction
+    is not the gradient of a function of the particles that steinax could evaluate. An update
+    is traced once (``jax.eval_shape``, no computation) at a small input; an optimizer whose
+    ``update`` asks for ``value`` / ``value_fn`` is refused by name.
+
+    Raises:
+        TypeError: naming ``name``, the missing arguments and what works instead.
+    """
+    params = jnp.zeros((2, 1), jnp.float32)
+    try:
+        jax.eval_shape(lambda p: optimizer.update(p, optimizer.init(p), p), params)
+    except TypeError as exc:
+        text = str(exc)
+        if "required keyword-only argument" in text and ("'value'" in text or "'value_fn'" in text):
+            raise TypeError(
+                f"`{name}` needs the objective's value ({text.split(': ', 1)[-1].strip()}), as optax.lbfgs and "
+                "reduce_on_plateau do; particle methods have a direction, not a value to minimise. Use an optimizer "
+                "of the gradient alone: steinax.adagrad_momentum, optax.adam, optax.sgd, optax.rmsprop"
+            ) from None
+    except Exception:  # anything else surfaces where the optimizer is used, with its own message
+        pass

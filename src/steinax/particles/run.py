@@ -41,7 +41,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from steinax._validation import check_particles
+from steinax._validation import check_key, check_particles
+from steinax.particles.optim import refuse_value_optimizers
 from steinax._io import check_writable
 from steinax.checkpoint import CheckpointMismatchError, fingerprint_tree, load_checkpoint, save_checkpoint
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel
@@ -371,8 +372,8 @@ def run(
     else:
         trace_every = _positive_int(trace_every, "trace_every")
     trace_every = min(trace_every, steps)
-    if not (hasattr(rng_key, "dtype") and (jax.dtypes.issubdtype(rng_key.dtype, jax.dtypes.prng_key) or rng_key.shape == (2,))):
-        raise TypeError(f"`rng_key` must be a JAX PRNG key (jax.random.key(seed)); received {rng_key!r}")
+    check_key(rng_key, "rng_key")
+    refuse_value_optimizers(optimizer)
     diag_kernel = as_kernel(diagnostic_kernel, IMQ(), "diagnostic_kernel")
 
     if initial_state is None:
@@ -394,6 +395,9 @@ def run(
         _check_optimizer_state(optimizer, state)
     start_step = int(state.step)
     end_step = start_step + steps
+    if end_step > MAX_STEPS:
+        raise ValueError(f"`steps` = {steps} from step {start_step} passes step {MAX_STEPS}, the most a run counts "
+                         "(a 32-bit step counter); ask for fewer steps")
 
     check_target(target, rng_key, particles)
     prior_trace = None
@@ -563,9 +567,14 @@ def _check_optimizer_state(optimizer, state) -> None:
         )
 
 
+MAX_STEPS = 2**31 - 2  # the step counter is int32
+
+
 def _positive_int(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"`{name}` must be a positive integer; received {value!r}")
+    if value > MAX_STEPS:
+        raise ValueError(f"`{name}` must be at most {MAX_STEPS} (the step counter is a 32-bit integer); received {value!r}")
     return int(value)
 
 

@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from steinax._validation import check_block_size, check_finite_statistic, check_particles, check_scores
+from steinax._validation import check_block_size, check_finite_statistic, check_key, check_particles, check_scores
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel, imq_fast_path, map_coordinates
 from steinax.kernels.pairwise import fold_row_blocks, pairwise_plan
 from steinax.stein.ksd import check_estimator, stein_kernel_from_terms, stein_terms
@@ -261,6 +261,7 @@ def gof_test(
     """
     particles = check_particles(particles)
     scores = check_scores(scores, particles)
+    check_key(rng_key, "rng_key")
     n = particles.shape[0]
     check_estimator(estimator, n)
     if n < 2:
@@ -292,10 +293,8 @@ def gof_test(
         warnings.warn(untestable, UntestableWarning, stacklevel=2)
     check_block_size(block_size)
     kernel = as_kernel(kernel, IMQ())
-    w = wild_bootstrap_multipliers(
-        rng_key, int(n_bootstrap), n, particles.dtype, bootstrap=bootstrap, block_length=length or 2, chains=int(chains)
-    )
-    statistic, p_value, threshold, discrepancy = _gof(kind, particles, scores, kernel, w, estimator, level, block_size)
+    statistic, p_value, threshold, discrepancy = _bootstrap_in_batches(
+        rng_key, int(n_bootstrap), kind, particles, scores, kernel, estimator, level, block_size, bootstrap, length, int(chains))
     if untestable is not None:
         p_value, threshold = jnp.full_like(p_value, jnp.nan), jnp.full_like(threshold, jnp.nan)
     result = GofResult(
@@ -317,9 +316,42 @@ def gof_test(
     return result
 
 
+def _bootstrap_in_batches(rng_key, n_bootstrap, kind, particles, scores, kernel, estimator, level, block_size, bootstrap,
+                          length, chains):
+    """The test with the ``[B, n]`` multipliers in batches of bootstrap draws that fit the memory budget.
+
+    One batch (the same multipliers as one ``[B, n]`` matrix) whenever ``B n`` values take at most a
+    quarter of the budget; beyond, each batch of draws is its own pass over the Stein kernel matrix
+    (keys ``fold_in(rng_key, batch)``), so memory stays bounded at any ``n`` (before, ``B n`` was stored:
+    4 GB at n = 10^6, B = 1000).
+    """
+    from steinax.kernels.pairwise import memory_budget
+
+    n, itemsize = particles.shape[0], jnp.dtype(particles.dtype).itemsize
+    per_batch = max(1, min(n_bootstrap, (memory_budget() // 4) // max(1, n * itemsize)))
+
+    def multipliers(key, count):
+        return wild_bootstrap_multipliers(key, count, n, particles.dtype, bootstrap=bootstrap, block_length=length or 2,
+                                          chains=chains)
+
+    if per_batch >= n_bootstrap:
+        w = multipliers(rng_key, n_bootstrap)
+        statistic, boot, discrepancy = _gof(kind, particles, scores, kernel, w, estimator, block_size)
+    else:
+        boots = []
+        for b, start in enumerate(range(0, n_bootstrap, per_batch)):
+            w = multipliers(jax.random.fold_in(rng_key, b), min(per_batch, n_bootstrap - start))
+            statistic, boot_b, discrepancy = _gof(kind, particles, scores, kernel, w, estimator, block_size)
+            boots.append(boot_b)
+        boot = jnp.concatenate(boots)
+    p_value = (1.0 + jnp.sum(boot >= statistic)) / (1.0 + n_bootstrap)
+    threshold = jnp.quantile(boot, 1.0 - level)
+    return statistic, p_value, threshold, discrepancy
+
+
 @eqx.filter_jit
-def _gof(kind, samples, scores, kernel, w, estimator, level, block_size):
-    """The test's statistic, p-value, threshold and discrepancy from multipliers ``w`` ``[B, n]`` (compiled)."""
+def _gof(kind, samples, scores, kernel, w, estimator, block_size):
+    """The test's statistic, bootstrap statistics and discrepancy from multipliers ``w`` ``[B, n]`` (compiled)."""
     n = samples.shape[0]
     n_bootstrap = w.shape[0]
     dtype = samples.dtype
@@ -342,6 +374,4 @@ def _gof(kind, samples, scores, kernel, w, estimator, level, block_size):
         discrepancy, statistic, boot = total / float(n * n), total / n, boot / n
     else:  # w_a^2 = 1: every w^T H w holds the same diagonal sum, removed like the statistic's
         discrepancy, statistic, boot = (total - diag) / float(n * (n - 1)), (total - diag) / (n - 1), (boot - diag) / (n - 1)
-    p_value = (1.0 + jnp.sum(boot >= statistic)) / (1.0 + n_bootstrap)
-    threshold = jnp.quantile(boot, 1.0 - level)
-    return statistic, p_value, threshold, discrepancy
+    return statistic, boot, discrepancy

@@ -79,10 +79,18 @@ class AbstractTarget(eqx.Module):
 
     def kfac(self, rng_key: jax.Array, particles: jax.Array):
         """Kronecker-factored Fisher blocks of every particle (models with dense layers; see ``BNNRegression``)."""
+        others = [f"'{c}'" for c in self.available_curvatures() if c != "kfac"]
         raise NotImplementedError(
             f"{type(self).__name__} has no layered structure for a Kronecker-factored (KFAC) Fisher; "
-            "use preconditioner='fisher', 'hessian' or 'gauss_newton'"
+            f"this target provides preconditioner={' or '.join(others)}"
         )
+
+    def available_curvatures(self) -> tuple[str, ...]:
+        """The curvatures this target provides (``"hessian"`` always; the others where a subclass defines them)."""
+        base = AbstractTarget
+        names = {"gauss_newton": "gauss_newton", "fisher": "fisher", "kfac": "kfac"}
+        return ("hessian",) + tuple(c for c, attr in names.items()
+                                    if getattr(type(self), attr) is not getattr(base, attr))
 
     def curvature(self, name: str, rng_key: jax.Array, particles: jax.Array):
         """The curvature ``name`` at every particle, as a positive (semi-)definite quantity.
