@@ -68,25 +68,35 @@ def remove_orphan_temporaries(path: str | os.PathLike) -> list[str]:
     return removed
 
 
+def _cannot_write(path: str, exc: OSError) -> OSError:
+    """``exc`` again, of its own class, with a message naming ``path``."""
+    return type(exc)(exc.errno, f"cannot write {path!r}: {exc.strerror or exc}")
+
+
+def _temporary(path: str) -> str:
+    """A new empty temporary next to ``path`` (its folder created), named for :func:`remove_orphan_temporaries`."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.{_host()}.{os.getpid()}.", suffix=".tmp")
+    os.close(fd)
+    return tmp
+
+
 def check_writable(path: str | os.PathLike, size: int = 0) -> None:
-    """Raise an ``OSError`` naming ``path`` now if it cannot be written later: its folder cannot be
-    created or written (a temporary is created and removed), or the disk has less than ``2 * size``
-    bytes free. Called before long work that ends in a write, so no work is lost to a late failure."""
+    """Raise an ``OSError`` naming ``path`` now if a write of ``size`` bytes there would fail later: the
+    folder cannot be created or written (a temporary is created and removed), ``path`` is a folder, or
+    the disk has less than ``2 * size`` bytes free (the temporary beside the file it replaces). Called
+    before long work that ends in a write, so no work is lost to a late failure."""
     import shutil
 
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
     try:
-        os.makedirs(directory, exist_ok=True)
         if os.path.isdir(path):
             raise IsADirectoryError(21, "it is a folder")
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.{_host()}.{os.getpid()}.",
-                                   suffix=".tmp")
-        os.close(fd)
-        os.remove(tmp)
-        free = shutil.disk_usage(directory).free
+        os.remove(_temporary(path))
+        free = shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free
     except OSError as exc:
-        raise type(exc)(exc.errno, f"cannot write {path!r}: {exc.strerror or exc}") from exc
+        raise _cannot_write(path, exc) from exc
     if free < 2 * size:
         raise OSError(28, f"cannot write {path!r}: {free} bytes free on its disk, about {2 * size} needed")
 
@@ -104,29 +114,23 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
             and the destination is left as it was.
     """
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
     try:
-        mode = os.stat(path).st_mode & 0o7777
+        mode = os.stat(path).st_mode & 0o7777  # a rewrite keeps the user's permissions
     except OSError:
         mode = default_file_mode()
+    tmp = None
     try:
-        os.makedirs(directory, exist_ok=True)
         remove_orphan_temporaries(path)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.{_host()}.{os.getpid()}.",
-                                   suffix=".tmp")
-    except OSError as exc:
-        raise type(exc)(exc.errno, f"cannot write {path!r}: {exc.strerror or exc}") from exc
-    os.close(fd)
-    try:
+        tmp = _temporary(path)
         write(tmp)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except OSError as exc:
-        raise type(exc)(exc.errno, f"cannot write {path!r}: {exc.strerror or exc}") from exc
+        raise _cannot_write(path, exc) from exc
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.remove(tmp)
 
 

@@ -14,6 +14,7 @@ so no call waits on the pool. A batch of ``d x d`` matrices costs the same
 
 from __future__ import annotations
 
+import math
 import os
 
 import jax
@@ -63,3 +64,35 @@ def eigh(matrix):
 def cholesky(matrix):
     """Lower Cholesky factor of ``[..., m, m]``: :func:`jax.numpy.linalg.cholesky`, serially."""
     return serial_batch(jnp.linalg.cholesky, matrix)
+
+
+# LAPACK-backed primitives whose jaxlib 0.10 CPU kernels split a batch over XLA's intra-op pool and block
+# on it (``jax::ParallelBatchMap``); the trailing rank is the one matrix (for ``tridiagonal_solve``'s first
+# operand, vector) of one call, the leading axes are the batch
+_LAPACK_RANK = {name: 2 for name in ("cholesky", "triangular_solve", "lu", "qr", "geqrf", "geqp3", "householder_product",
+                                     "eigh", "eig", "svd", "schur", "hessenberg", "tridiagonal")} | {"tridiagonal_solve": 1}
+
+
+def lapack_calls(fn, *args, batched_only: bool = False) -> list[tuple[str, tuple[int, ...]]]:
+    """``(primitive, operand shape)`` of every LAPACK call in ``fn(*args)`` (with ``batched_only``, only those
+    holding a batch of more than one matrix: the calls that can stall, see the module docstring).
+
+    Traces ``fn`` only (``jax.make_jaxpr``; no computation), sub-programs (``jit``, ``scan``,
+    ``cond``, custom derivatives) included. ``args`` may be arrays or ``jax.ShapeDtypeStruct``.
+    """
+    import jax.extend
+
+    found = []
+
+    def walk(jx):
+        for eqn in jx.eqns:
+            rank = _LAPACK_RANK.get(eqn.primitive.name)
+            if rank is not None and eqn.invars:
+                shape = tuple(getattr(eqn.invars[0].aval, "shape", ()))
+                if not batched_only or math.prod(shape[: len(shape) - rank]) > 1:
+                    found.append((eqn.primitive.name, shape))
+            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+                walk(sub)
+
+    walk(jax.make_jaxpr(fn)(*args).jaxpr)
+    return found

@@ -279,7 +279,7 @@ def _locked(path):
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
-def _append_row(path, row) -> list[dict]:
+def _append_row(path, row) -> None:
     """Add ``row`` to the results file under a lock: re-read what is there (another process may have
     added rows), keep every row once (by task, dataset, method, seed and settings), write atomically."""
     with _locked(path):
@@ -287,7 +287,6 @@ def _append_row(path, row) -> list[dict]:
         if _row_key(row) not in {_row_key(r) for r in rows}:
             rows.append(row)
         _write_rows(path, rows)
-    return rows
 
 
 def run_bench(
@@ -320,8 +319,7 @@ def run_bench(
     s = settings or (QUICK if quick else DEFAULTS)[task]
     results_path = os.path.join(out_dir, "results.csv")
     os.makedirs(out_dir, exist_ok=True)
-    rows = _read_rows(results_path)
-    done = {(r["task"], r["dataset"], r["method"], r["seed"], r["settings"]) for r in rows}
+    done = {_row_key(r) for r in _read_rows(results_path)}
     jobs = [(d, m, k) for d in names for m in methods for k in range(seeds)
             if (task, d, m, str(k), s.key(m)) not in done]
     print(f"steinax bench {task}: {len(names)} datasets x {len(methods)} methods x {seeds} seeds; settings {s.key()}; "
@@ -332,12 +330,11 @@ def run_bench(
         for d, m, k in jobs:
             if d not in loaded:
                 loaded[d] = datasets.load(d)
-            if _row_key({"task": task, "dataset": d, "method": m, "seed": k, "settings": s.key(m)}) in \
-                    {_row_key(r) for r in _read_rows(results_path)}:
+            if (task, d, m, str(k), s.key(m)) in {_row_key(r) for r in _read_rows(results_path)}:
                 continue  # another process sharing `out_dir` finished it meanwhile
             row = {"task": task, "dataset": d, "method": m, "seed": k, "settings": s.key(m), **_one_job(task, *loaded[d], m, k, s)}
             # every finished job is kept, and rows other processes wrote to the same file meanwhile too
-            rows = _append_row(results_path, {f: row[f] for f in FIELDS})
+            _append_row(results_path, {f: row[f] for f in FIELDS})
             # each job compiles its own target; without this, hundreds of jobs exhaust the JIT's code memory
             # (observed: "LLVM ERROR: Unable to allocate section memory" after 183 BLR jobs)
             jax.clear_caches()
@@ -347,7 +344,7 @@ def run_bench(
     finally:
         if bar is not None:
             bar.close()
-    rows = _read_rows(results_path)
+    rows = _read_rows(results_path)  # this process's rows and any another wrote to the same folder
     summary = summarise([r for r in rows if r["task"] == task and r["settings"] == s.key(r["method"])])
     _write_rows(os.path.join(out_dir, "summary.csv"), summary, list(summary[0]) if summary else ["dataset"])
     md = _markdown(task, s, summary)

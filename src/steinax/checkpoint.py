@@ -110,8 +110,13 @@ def read_meta(path: str | os.PathLike) -> dict:
     except Exception as exc:
         if isinstance(exc, ValueError) and "steinax checkpoint" in str(exc):
             raise
-        raise ValueError(f"checkpoint {path!r} is damaged and cannot be read ({type(exc).__name__}: {exc}); "
-                         "delete it to start afresh, or restore a copy") from exc
+        raise _damaged(path, exc) from exc
+
+
+def _damaged(path: str, exc: Exception) -> ValueError:
+    """The one error for a file that is there but cannot be read as a checkpoint (a flipped bit, a truncation)."""
+    return ValueError(f"checkpoint {path!r} is damaged and cannot be read ({type(exc).__name__}: {exc}); "
+                      "delete it to start afresh, or restore a copy")
 
 
 def check_meta(path, stored: dict, expected: dict) -> None:
@@ -154,9 +159,8 @@ def load_checkpoint(path: str | os.PathLike, templates: dict, expected_meta: dic
         return _load_trees(path, templates), meta
     except CheckpointMismatchError:
         raise
-    except Exception as exc:  # a damaged file (a flipped bit fails a member's CRC): one error naming the path
-        raise ValueError(f"checkpoint {path!r} is damaged and cannot be read ({type(exc).__name__}: {exc}); "
-                         "delete it to start afresh, or restore a copy") from exc
+    except Exception as exc:  # a flipped bit fails a member's CRC: the same error naming the path
+        raise _damaged(path, exc) from exc
 
 
 def _load_trees(path: str, templates: dict) -> dict:

@@ -229,3 +229,20 @@ def test_initial_state_of_another_optimizer_is_refused_clearly():
     with pytest.raises(ValueError, match="`initial_state` holds the state of another optimizer"):
         steinax.run(steinax.svgd(), _logp, steps=5, optimizer=optax.sgd(0.1), rng_key=jax.random.key(0),
                     initial_state=first.state, progress=False)
+
+
+def test_a_score_only_target_resumes_and_a_changed_score_is_refused(tmp_path):
+    """A ScoreTarget has no log-density: its probe stores NaN there (compared NaN-equal) and checks the score."""
+    from steinax.targets import ScoreTarget
+
+    path = tmp_path / "run.npz"
+    x0 = jax.random.normal(jax.random.key(1), (12, 2))
+
+    def go(score, steps):
+        return steinax.run(steinax.svgd(), ScoreTarget(score), x0, steps=steps, optimizer=optax.sgd(0.1),
+                           rng_key=jax.random.key(0), trace_every=5, checkpoint=path, checkpoint_every=5, progress=False)
+
+    first = go(lambda x: -x, 10)
+    assert int(go(lambda x: -x, 20).state.step) == 20 and int(first.state.step) == 10
+    with pytest.raises(CheckpointMismatchError, match="the target's score differs"):
+        go(lambda x: -(x - 1.0), 30)

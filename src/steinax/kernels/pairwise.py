@@ -186,8 +186,7 @@ def squared_distances(
         return jnp.where(i == jax.lax.broadcasted_iota(jnp.int32, d2.shape, 1), 0.0, d2)
     if row_index is not None:
         # a row block: a scatter of its n_b entries (a select would add a compare per entry, which at small
-        # d is a visible share of the block's elementwise work); padding (-1) is dropped; the clamp after it
-        # fuses into the block's consumer
+        # d is a visible share of the block's elementwise work); padding (-1) is dropped
         cols = jnp.where(row_index >= 0, row_index, y.shape[0])
         d2 = d2.at[jnp.arange(d2.shape[0]), cols].set(0.0, mode="drop")
     return d2

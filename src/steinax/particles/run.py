@@ -41,12 +41,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from steinax._validation import check_key, check_particles
-from steinax.particles.optim import refuse_value_optimizers
 from steinax._io import check_writable
+from steinax._validation import check_key, check_particles
 from steinax.checkpoint import CheckpointMismatchError, fingerprint_tree, load_checkpoint, save_checkpoint
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel
 from steinax.particles.base import AbstractParticleMethod, ParticleState
+from steinax.particles.optim import refuse_value_optimizers
 from steinax.stein.ksd import ksd
 from steinax.targets.base import as_target, check_target, evaluate
 
@@ -356,6 +356,13 @@ def run(
     Raises:
         NonFiniteError: a step produced NaN/inf; ``err.step`` says which,
             ``err.result`` holds the particles of the last finite step.
+        RunInterrupted: Ctrl-C (a ``KeyboardInterrupt``); the loop stops within
+            ``INTERRUPT_CHECK_EVERY`` = 100 steps and ``err.result`` holds the particles there.
+        CheckpointMismatchError: the checkpoint was written by another run (named differences).
+
+    Warns:
+        DivergenceWarning: the trace's KSD is not finite, or the particles' largest coordinate grew
+            more than ``DIVERGENCE_FACTOR`` = 1e6 times its start (finite but exploding particles).
     """
     t0 = time.perf_counter()
     if not isinstance(method, AbstractParticleMethod):
@@ -413,7 +420,7 @@ def run(
             )
         fingerprint = _run_fingerprint(method, target, state, optimizer, rng_key, trace_every, diag_kernel, start_step)
         fingerprint["diagnostic_points"] = diagnostic_points
-        check_writable(checkpoint, _tree_bytes(state) * 2)  # before any work: a late failure would lose it
+        check_writable(checkpoint, _tree_bytes(state))  # before any work: a late failure would lose it
         if os.path.exists(checkpoint):
             state, prior_trace, probe = _load_run(checkpoint, state, fingerprint, target, optimizer)
             particles = state.particles
@@ -615,40 +622,33 @@ _PROBE_POINTS = 3
 
 
 @eqx.filter_jit
-def _probe_values(target, optimizer, points):
+def _probe(target, optimizer, points) -> dict:
+    """How the target and the optimizer behave at fixed inputs: the log-density (NaN for a score-only
+    target) and score at ``points`` (a few initial particles; key 0 for a stochastic target) and one
+    optimizer update of a fixed gradient there. Stored in the checkpoint and recomputed at the stored
+    points on resume: an edited log-density, other data, a changed closure or global, or other
+    optimizer hyperparameters behave differently."""
     logd, scores = evaluate(target, jax.random.key(0), points)
     gradient = jnp.cos(points) - 0.5  # a fixed "gradient": the optimizer's answer does not depend on the target
     updates, _ = optimizer.update(gradient, optimizer.init(points), points)
+    logd = jnp.full(points.shape[:1], jnp.nan, points.dtype) if logd is None else logd
     return {"points": points, "logdensity": logd, "score": scores, "update": updates}
 
 
-def _probe(target, optimizer, points) -> dict:
-    """How the target and the optimizer behave at fixed inputs: the log-density and score at ``points`` (a
-    few initial particles; key 0 for a stochastic target) and one optimizer update of a fixed gradient
-    there. Stored in the checkpoint and recomputed at the stored points on resume: an edited log-density,
-    other data, a changed closure or global, or other optimizer hyperparameters behave differently."""
-    values = _probe_values(target, optimizer, points)
-    return {k: v for k, v in values.items() if v is not None}
+_PROBE_LABELS = {"logdensity": "the target's log-density", "score": "the target's score",
+                 "update": "the optimizer's update (its hyperparameters or schedule)"}
 
 
 def _check_probe(path, stored: dict, target, optimizer) -> None:
     now = _probe(target, optimizer, jnp.asarray(stored["points"]))
-    what = {"logdensity": "the target's log-density", "score": "the target's score",
-            "update": "the optimizer's update (its hyperparameters or schedule)"}
+    eps = float(jnp.finfo(now["points"].dtype).eps)  # the same code on the same inputs: equal to rounding
     diffs = []
-    for name, label in what.items():
-        a, b = stored.get(name), now.get(name)
-        if (a is None) != (b is None):
-            diffs.append(f"{label}: {'none' if a is None else 'given'} in the checkpoint, {'none' if b is None else 'given'} now")
-            continue
-        if a is None:
-            continue
-        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-        eps = float(jnp.finfo(now["points"].dtype).eps)
-        if a.shape != b.shape or not np.allclose(a, b, rtol=16 * eps, atol=16 * eps * max(1.0, float(np.nanmax(np.abs(a)))),
-                                                 equal_nan=True):
-            diffs.append(f"{label} differs at the checkpoint's probe points (max |difference| "
-                         f"{float(np.nanmax(np.abs(a - b))) if a.shape == b.shape else 'shape'})")
+    for name, label in _PROBE_LABELS.items():
+        a, b = np.asarray(stored[name], np.float64), np.asarray(now[name], np.float64)
+        scale = max(1.0, float(np.nanmax(np.abs(a), initial=0.0)))
+        if a.shape != b.shape or not np.allclose(a, b, rtol=16 * eps, atol=16 * eps * scale, equal_nan=True):
+            gap = f"max |difference| {float(np.nanmax(np.abs(a - b)))}" if a.shape == b.shape else f"shape {a.shape} vs {b.shape}"
+            diffs.append(f"{label} differs at the checkpoint's probe points ({gap})")
     if diffs:
         raise CheckpointMismatchError(
             f"checkpoint {path!r} was written by a run that behaves differently and is not resumed: " + "; ".join(diffs)
@@ -669,17 +669,10 @@ def _save_run(path, state, trace, rng_key, fingerprint, end_step, probe):
 
 def _load_run(path, template_state, fingerprint, target, optimizer):
     trees, _ = load_checkpoint(path, {"state": template_state, "trace": None, "probe": None}, fingerprint)
-    probe_leaves = trees["probe"]
-    names = sorted(k for k in ("logdensity", "points", "score", "update"))  # dict leaves flatten in key order
-    stored = _probe_structure(path, probe_leaves, names)
+    names = ("logdensity", "points", "score", "update")  # a dict's leaves flatten in key order
+    if len(trees["probe"]) != len(names):
+        raise CheckpointMismatchError(f"checkpoint {path!r} holds a probe of {len(trees['probe'])} arrays, this steinax "
+                                      f"stores {len(names)} (written by another version); use another path or delete it")
+    stored = dict(zip(names, trees["probe"]))
     _check_probe(path, stored, target, optimizer)
     return trees["state"], trees["trace"], stored
-
-
-def _probe_structure(path, leaves, names) -> dict:
-    """The stored probe dict (its leaves in key order; ``logdensity`` is absent for score-only targets)."""
-    if len(leaves) == len(names):
-        return dict(zip(names, leaves))
-    if len(leaves) == len(names) - 1:
-        return dict(zip([n for n in names if n != "logdensity"], leaves))
-    raise CheckpointMismatchError(f"checkpoint {path!r} holds a probe of {len(leaves)} arrays; expected 3 or 4")

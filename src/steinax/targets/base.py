@@ -25,12 +25,13 @@ A plain Python function ``logdensity(x)`` of one ``[d]`` point is a target
 from __future__ import annotations
 
 import abc
-import math
 from typing import Callable
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+
+from steinax._linalg import lapack_calls
 
 CURVATURES = ("hessian", "gauss_newton", "fisher", "kfac")
 MINIBATCH_SAMPLING = ("auto", "without_replacement", "with_replacement")
@@ -87,10 +88,8 @@ class AbstractTarget(eqx.Module):
 
     def available_curvatures(self) -> tuple[str, ...]:
         """The curvatures this target provides (``"hessian"`` always; the others where a subclass defines them)."""
-        base = AbstractTarget
-        names = {"gauss_newton": "gauss_newton", "fisher": "fisher", "kfac": "kfac"}
-        return ("hessian",) + tuple(c for c, attr in names.items()
-                                    if getattr(type(self), attr) is not getattr(base, attr))
+        return ("hessian",) + tuple(c for c in ("gauss_newton", "fisher", "kfac")
+                                    if getattr(type(self), c) is not getattr(AbstractTarget, c))
 
     def curvature(self, name: str, rng_key: jax.Array, particles: jax.Array):
         """The curvature ``name`` at every particle, as a positive (semi-)definite quantity.
@@ -305,45 +304,12 @@ def check_target(target: AbstractTarget, rng_key: jax.Array, particles: jax.Arra
 
 # ---------------------------------------------------------------- evaluation that cannot stall XLA:CPU
 
-# LAPACK-backed primitives whose jaxlib 0.10 CPU kernels split a batch over XLA's intra-op pool and block
-# on it (``jax::ParallelBatchMap``): several at once, one per pool thread, wait on each other forever.
-# The trailing rank is the one matrix (or, for ``tridiagonal_solve``'s first operand, vector) of one call.
-_LAPACK_RANK = {name: 2 for name in ("cholesky", "triangular_solve", "lu", "qr", "geqrf", "geqp3", "householder_product",
-                                     "eigh", "eig", "svd", "schur", "hessenberg", "tridiagonal")} | {"tridiagonal_solve": 1}
-
-
-def batched_lapack_calls(fn, *args) -> list[tuple[str, tuple[int, ...]]]:
-    """``(primitive, operand shape)`` of every LAPACK call in ``fn(*args)`` that holds a batch of > 1 matrices.
-
-    Traces ``fn`` only (``jax.make_jaxpr``; no computation), sub-programs (``jit``, ``scan``,
-    ``cond``, custom derivatives) included.
-    """
-    import jax.extend
-
-    jaxpr = jax.make_jaxpr(fn)(*args)
-    found = []
-
-    def walk(jx):
-        for eqn in jx.eqns:
-            rank = _LAPACK_RANK.get(eqn.primitive.name)
-            if rank is not None and eqn.invars:
-                shape = tuple(getattr(eqn.invars[0].aval, "shape", ()))
-                batch = shape[: len(shape) - rank]
-                if math.prod(batch) > 1:
-                    found.append((eqn.primitive.name, shape))
-            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
-                walk(sub)
-
-    walk(jaxpr.jaxpr)
-    return found
-
-
 def _per_particle_if_needed(fn, rng_key, particles):
     """``fn(rng_key, particles)``, one particle at a time on the CPU backend when the batched program holds a
     batched LAPACK call (the jaxlib 0.10 stall, see :func:`evaluate`); as one batched call otherwise."""
     if particles.ndim == 2 and particles.shape[0] > 1 and jax.default_backend() == "cpu":
         spec = (jax.ShapeDtypeStruct(rng_key.shape, rng_key.dtype), jax.ShapeDtypeStruct(particles.shape, particles.dtype))
-        if batched_lapack_calls(fn, *spec):
+        if lapack_calls(fn, *spec, batched_only=True):
             out = jax.lax.map(lambda x: fn(rng_key, x[None]), particles)
             return jax.tree_util.tree_map(lambda a: a[:, 0], out)
     return fn(rng_key, particles)
@@ -360,7 +326,7 @@ def evaluate(target: AbstractTarget, rng_key: jax.Array, particles: jax.Array):
     of them at once as the pool has threads, each waits for pieces queued behind the others
     and the process stalls forever with every thread idle (seen: a 102-D log-Gaussian Cox
     process, 100 particles). So on the CPU backend, when the traced program of
-    ``target.evaluate`` holds a batched LAPACK call (:func:`batched_lapack_calls`), the
+    ``target.evaluate`` holds a batched LAPACK call (:func:`steinax._linalg.lapack_calls`), the
     particles are evaluated one at a time (``lax.map``): every LAPACK call then holds one
     matrix and never waits on the pool. The results are the same values (the same
     operations per particle); a stochastic target gets the same key, so the same minibatch,
