@@ -73,6 +73,7 @@ def test_stein_kernel_is_symmetric(x, kernel):
     np.testing.assert_allclose(u, u.T, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(u).max()))
 
 
+@pytest.mark.slow  # ~23 s; CI's slow pass runs it (the default suite must stay under 10 minutes)
 @settings(SETTINGS, max_examples=12)  # each example compiles six engines for its shape
 @given(point_sets(n_min=3, n_max=6), st.randoms(use_true_random=False))
 def test_directions_are_permutation_equivariant_and_discrepancies_invariant(x, rnd):

@@ -36,6 +36,7 @@ def _load(path):
         return {k: f[k] for k in f.files}
 
 
+@pytest.mark.slow  # ~25-30 s (4 CPU devices in a subprocess); CI's slow pass runs it
 def test_sharded_run_equals_single_device_step_for_step(tmp_path):
     out = tmp_path / "r"
     subprocess.run([sys.executable, str(WORKER), "single", str(out)], env=_env(4), check=True, timeout=600)
@@ -85,6 +86,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # ~32 s (two processes and a coordinator); CI's slow pass runs it
 def test_two_process_run_matches(tmp_path):
     out = tmp_path / "m"
     port = str(_free_port())
