@@ -157,7 +157,7 @@ def test_periodic_reuse_and_run(key):
                                **tolerance(jnp.float32, 10.0))
 
 
-@pytest.mark.parametrize("x64", [False, True])
+@pytest.mark.parametrize("x64", [False, pytest.param(True, marks=pytest.mark.slow)])  # x64: ~18 s, slow pass
 def test_saved_and_loaded_schedule_is_identical(tmp_path, key, x64):
     with jax.enable_x64(x64):
         target, problem = _gmm_problem(dtype=jnp.float64 if x64 else jnp.float32)

@@ -147,6 +147,7 @@ def test_callable_kernel_is_the_general_interface(key):
                                    **tolerance(jnp.float64))
 
 
+@pytest.mark.slow  # ~16-18 s; CI's slow pass runs it (the default suite must stay under 10 minutes)
 def test_theorem_3_whitened_svgd_step_for_step(key):
     """Gaussian target, fixed Q and bandwidth, plain SGD: matrix SVGD with K_Q equals vanilla SVGD run on
     y = Q^{1/2} x (the target p(Q^{-1/2} y)) and mapped back, step for step."""
