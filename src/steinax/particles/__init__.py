@@ -1,5 +1,7 @@
 """Particle methods (update directions as pure functions), the run loop and optax glue."""
 
+from steinax.particles.annealed import Annealed, annealed_svgd, annealing_schedule
+from steinax.particles.sliced import SlicedSVGD, sliced_svgd
 from steinax.particles.cc_svgd import CCSVGD, cc_svgd, cc_svgd_direction
 from steinax.particles.matrix_svgd import SVN, MatrixSVGD, matrix_svgd, matrix_svgd_direction, svn, svn_direction
 from steinax.particles.mk_svgd import MKSVGD, MKState, mk_svgd, rbf_bandwidth_grid
@@ -14,6 +16,11 @@ __all__ = [
     "ParticleState",
     "StepInfo",
     "SVGD",
+    "Annealed",
+    "annealed_svgd",
+    "annealing_schedule",
+    "SlicedSVGD",
+    "sliced_svgd",
     "MKSVGD",
     "MKState",
     "mk_svgd",

@@ -87,6 +87,16 @@ class AbstractParticleMethod(eqx.Module):
             step=jnp.zeros((), jnp.int32),
         )
 
+    def refresh_aux(self, rng_key, target, particles, aux, step):
+        """Update the method's state from the target before the step's direction (default: unchanged).
+
+        Called once per step with the step count; a method that needs more of the target than the
+        per-particle scores and curvature (e.g. the curvature at the particles' mean every few
+        steps, :func:`steinax.sliced_svgd`) reads it here.
+        """
+        del rng_key, target, particles, step
+        return aux
+
     def curvature_request(self) -> str | None:
         """The curvature this method needs from the target each step (``None``: scores only)."""
         return None
@@ -111,7 +121,8 @@ class AbstractParticleMethod(eqx.Module):
         """One update: evaluate the target once per particle, compute ``phi``, apply the optimizer."""
         key_target, key_direction = jax.random.split(rng_key)
         logdens, scores, curvature = self.evaluate_target(key_target, target, state.particles)
-        phi, aux, info = self.direction(key_direction, state.particles, scores, state.aux, curvature)
+        aux = self.refresh_aux(key_target, target, state.particles, state.aux, state.step)
+        phi, aux, info = self.direction(key_direction, state.particles, scores, aux, curvature)
         updates, opt_state = optimizer.update(-phi, state.opt_state, state.particles)
         particles = optax.apply_updates(state.particles, updates)
         finite = _all_finite(logdens, scores, phi, particles)

@@ -1,0 +1,115 @@
+"""Sliced SVGD: a one-dimensional kernel along each direction of an orthonormal basis.
+
+With an orthonormal basis ``U = [u_1 .. u_d]`` and per-direction scales ``lambda_k > 0``,
+the matrix-valued kernel
+
+.. math::
+
+    K(x, y) = \\sum_k \\lambda_k^{-1}\\, k_k(u_k^T x, u_k^T y)\\, u_k u_k^T
+
+(a sum of positive semi-definite rank-one kernels, so a valid matrix kernel; Wang et al.
+2019, matrix-SVGD eq. 4) gives the SVGD direction ``phi(x) = U Lambda^{-1/2} phi_y(y)``
+where ``y = Lambda^{1/2} U^T x`` are whitened coordinates and ``phi_y`` is, coordinate
+by coordinate, the one-dimensional SVGD direction of ``y_k`` with the score
+``Lambda^{-1/2} U^T s`` (steinax computes it with CC-SVGD's engine,
+:func:`steinax.particles.cc_svgd.cc_svgd_direction`; the per-coordinate median bandwidth).
+Each direction keeps its own repulsion however large ``d`` is, which is what the
+RBF kernel on all of ``R^d`` loses (Ba et al. 2022: SVGD's variance collapses at fixed
+``n`` as ``d`` grows). This is sliced SVGD (Gong et al. 2021) with fixed slices rather
+than learned ones:
+
+* ``basis="hessian"`` (default): ``U, lambda`` are the eigenvectors and ``|eigenvalues|``
+  (floored at ``1e-6`` of the largest) of ``-nabla^2 log p`` at the particles' mean, recomputed every
+  ``refresh`` steps (one Hessian, ``d`` Hessian-vector products, and one ``eigh``). For a
+  Gaussian target the slices are its principal axes, the target factorises along them,
+  and the fixed point matches every marginal variance (the one-dimensional fixed
+  points are exact in the mean-field limit). The whitening makes one step size fit
+  every direction (a Newton-type preconditioner), as in projected SVN (Chen & Ghattas 2020),
+  which also slices along the Hessian's eigenvectors.
+* ``basis="identity"``: the coordinates, unwhitened: CC-SVGD.
+
+Cost per step beyond SVGD's: ``O(n d D)`` for the interpolated one-dimensional sums, two
+``[n, d] x [d, d]`` products, and every ``refresh`` steps the Hessian and its ``eigh``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from steinax.kernels.base import RBF, AbstractKernel, as_kernel
+from steinax.particles.base import AbstractParticleMethod
+from steinax.particles.cc_svgd import _cc_svgd
+
+__all__ = ["SlicedSVGD", "sliced_svgd"]
+
+BASES = ("hessian", "identity")
+EIGENVALUE_FLOOR = 1e-6
+
+
+def _basis_from_hessian(hessian):
+    """``(U, lambda)``: eigenvectors and floored ``|eigenvalues|`` of ``-hessian`` (symmetrised)."""
+    h = -0.5 * (hessian + hessian.T)
+    lam, u = jnp.linalg.eigh(h)
+    lam = jnp.abs(lam)
+    lam = jnp.maximum(lam, EIGENVALUE_FLOOR * jnp.max(lam))
+    return u, lam
+
+
+class SlicedSVGD(AbstractParticleMethod):
+    """Sliced SVGD as a particle method (see :func:`sliced_svgd`)."""
+
+    kernel: AbstractKernel
+    basis: str = "hessian"
+    refresh: int = 10
+
+    def __check_init__(self):
+        if self.basis not in BASES:
+            raise ValueError(f"`basis` must be one of {BASES}; received {self.basis!r}")
+        if isinstance(self.refresh, bool) or not isinstance(self.refresh, int) or self.refresh < 1:
+            raise ValueError(f"`refresh` must be a positive integer; received {self.refresh!r}")
+        as_kernel(self.kernel, None)
+
+    def init_aux(self, particles, target=None):
+        d = particles.shape[1]
+        return (jnp.eye(d, dtype=particles.dtype), jnp.ones((d,), particles.dtype))
+
+    def refresh_aux(self, rng_key, target, particles, aux, step):
+        if self.basis == "identity":
+            return aux
+
+        def recompute(_):
+            return _basis_from_hessian(target.hessian(jnp.mean(particles, axis=0)).astype(particles.dtype))
+
+        return jax.lax.cond(step % self.refresh == 0, recompute, lambda a: a, aux)
+
+    def direction(self, rng_key, particles, scores, aux, curvature=None):
+        del rng_key
+        u, lam = aux
+        root = jnp.sqrt(lam)
+        y = (particles @ u) * root          # whitened coordinates
+        sy = (scores @ u) / root            # the score in them
+        phi_y, bandwidths = _cc_svgd(y, sy, self.kernel)
+        return (phi_y / root) @ u.T, aux, {"bandwidth": jnp.mean(bandwidths)}
+
+
+def sliced_svgd(kernel: AbstractKernel | None = None, *, basis: str = "hessian", refresh: int = 10) -> SlicedSVGD:
+    """Sliced SVGD along the curvature's eigenvectors (module docstring).
+
+    Args:
+        kernel: the one-dimensional kernel (default ``RBF("per_dimension")``, a median bandwidth per slice).
+        basis: ``"hessian"`` (the target's Hessian at the particles' mean; the target must be
+            twice differentiable) or ``"identity"`` (the coordinates: CC-SVGD).
+        refresh: steps between two recomputations of the basis.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, optax, steinax
+        >>> cov = jnp.array([[1.0, 0.95], [0.95, 1.0]])
+        >>> target = steinax.targets.Gaussian(jnp.zeros(2), cov)
+        >>> x0 = jax.random.normal(jax.random.key(0), (200, 2))
+        >>> res = steinax.run(steinax.sliced_svgd(), target, x0, steps=500, optimizer=optax.sgd(0.1),
+        ...                   rng_key=jax.random.key(1))
+        >>> bool(jnp.allclose(jnp.cov(res.particles.T), cov, atol=0.1))
+        True
+    """
+    return SlicedSVGD(kernel=as_kernel(kernel, RBF("per_dimension")), basis=basis, refresh=refresh)

@@ -1,0 +1,131 @@
+"""Posteriors with ground truth: a suite to tell whether a sampler got the posterior right.
+
+Fourteen posteriors of distinct kinds (hierarchical, regression, sparse, time series,
+item response, GP latent, funnel, banana, a separated mixture, an ill-conditioned
+Gaussian), each with reference moments and reference draws in its unconstrained
+space. References come from long NUTS runs made by ``experiments/posteriors/make_references.py``
+(R-hat, ESS and divergences stored beside them) or from closed forms and exact draws.
+
+    >>> import steinax.posteriors as sp
+    >>> post = sp.get("banana")
+    >>> post.dim, post.reference().sd.round(2).tolist()
+    (2, [10.0, 4.36])
+
+:func:`steinax.posteriors.evaluate` runs one method on one posterior and returns the
+metrics of :mod:`steinax.metrics.posterior`; ``steinax bench posteriors`` runs the table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+from typing import Callable
+
+import jax
+import numpy as np
+
+from steinax.posteriors import closed_form
+
+__all__ = ["Posterior", "Reference", "NAMES", "HELD_OUT", "get", "reference_path"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Reference:
+    """Ground truth in the target's (unconstrained) space.
+
+    Attributes:
+        mean, sd: ``[d]`` per-coordinate posterior mean and standard deviation.
+        draws: ``[m, d]`` reference draws (thinned NUTS draws, or exact ones).
+        meta: how they were made: ``source`` ("nuts" or "closed form"), and for NUTS the chains,
+            draws, warm-up, max R-hat, min bulk ESS, divergences, seconds, and the cross-check
+            against the inference gym's ground truth where it has the model.
+    """
+
+    mean: np.ndarray
+    sd: np.ndarray
+    draws: np.ndarray
+    meta: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class Posterior:
+    """One posterior of the suite: a steinax target, its kind and its reference.
+
+    ``exact`` draws i.i.d. samples when the posterior has them (closed forms), else ``None``.
+    """
+
+    name: str
+    kind: str
+    target: object
+    exact: Callable | None = None
+
+    @property
+    def dim(self) -> int:
+        return int(self.target.dim)
+
+    def init(self, rng_key: jax.Array, n: int) -> jax.Array:
+        """``[n, d]`` initial particles ``N(0, I)`` in the unconstrained space (the suite's setting)."""
+        return jax.random.normal(rng_key, (n, self.dim), jax.numpy.result_type(float))
+
+    def reference(self) -> Reference:
+        return _reference(self.name)
+
+
+def reference_path(name: str) -> str:
+    """The stored reference of ``name`` (``.npz``, with a JSON ``meta`` entry)."""
+    return os.path.join(os.path.dirname(__file__), "references", f"{name}.npz")
+
+
+CLOSED_FORM = {
+    "neals_funnel": ("funnel", closed_form.funnel),
+    "banana": ("banana", closed_form.banana),
+    "separated_mixture": ("multimodal", closed_form.separated_mixture),
+    "ill_conditioned_gaussian": ("ill-conditioned Gaussian", closed_form.ill_conditioned_gaussian),
+}
+NUMPYRO_KINDS = {
+    "eight_schools_centered": "hierarchical (centred)",
+    "eight_schools_noncentered": "hierarchical (non-centred)",
+    "varying_intercept": "hierarchical regression",
+    "german_logistic": "logistic regression",
+    "german_probit": "probit regression",
+    "german_sparse_logistic": "sparse regression",
+    "stochastic_volatility": "time series",
+    "brownian_motion": "time series, missing data",
+    "item_response_theory": "item response (high-dimensional)",
+    "gp_classification": "GP latent",
+}
+NAMES = tuple(NUMPYRO_KINDS) + tuple(CLOSED_FORM)
+HELD_OUT: tuple[str, ...] = ()
+"""Posteriors kept out of the choice of defaults (see docs/posteriors.md)."""
+
+
+@functools.lru_cache(maxsize=None)
+def get(name: str) -> Posterior:
+    """The suite's posterior ``name`` (one of :data:`NAMES`)."""
+    if name in CLOSED_FORM:
+        kind, make = CLOSED_FORM[name]
+        target = make()
+        return Posterior(name, kind, target, exact=target.sample)
+    if name in NUMPYRO_KINDS:
+        from steinax.posteriors.models import MODELS, data_for
+        from steinax.targets.numpyro_adapter import from_numpyro
+
+        return Posterior(name, NUMPYRO_KINDS[name], from_numpyro(MODELS[name][0], **data_for(name)))
+    raise ValueError(f"`name` must be one of the suite's posteriors {list(NAMES)}; received {name!r}")
+
+
+@functools.lru_cache(maxsize=None)
+def _reference(name: str) -> Reference:
+    if name in CLOSED_FORM:
+        post = get(name)
+        mean, sd = closed_form.moments(post.target)
+        draws = np.asarray(post.exact(jax.random.key(20261124), 2000), np.float64)
+        return Reference(mean, sd, draws, {"source": "closed form", "draws": "2000 exact i.i.d. draws (seed 20261124)"})
+    path = reference_path(name)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no reference for {name!r} at {path}; make it with "
+                                f"`python experiments/posteriors/make_references.py --posteriors {name}`")
+    with np.load(path) as f:
+        return Reference(f["mean"], f["sd"], f["draws"], json.loads(str(f["meta"])))

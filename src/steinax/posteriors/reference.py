@@ -1,0 +1,144 @@
+"""Making and checking the suite's references: long NUTS runs, their diagnostics, and the inference gym's ground truth.
+
+:func:`make_reference` runs NumPyro NUTS (4 chains by default) on one posterior and
+returns a :class:`~steinax.posteriors.Reference` with max split R-hat, min bulk ESS and
+the divergence count in its ``meta``; :func:`save_reference` writes it atomically.
+The centred eight schools is referenced by the non-centred model's draws mapped to
+centred coordinates (``theta = mu + exp(log_tau) z``): the same posterior, without the
+funnel that makes NUTS on the centred form diverge.
+:func:`inference_gym_check` compares a reference's constrained moments with the
+inference gym's Stan ground truth where that package has the model and data.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from steinax._io import atomic_write
+from steinax.posteriors import Reference, get, reference_path
+
+__all__ = ["make_reference", "save_reference", "inference_gym_check", "INFERENCE_GYM"]
+
+INFERENCE_GYM = {
+    "eight_schools_centered": ("eight_schools", {"avg_effect": "AVG_EFFECT", "log_stddev": "LOG_STDDEV",
+                                                 "school_effects": "SCHOOL_EFFECTS"}),
+    "eight_schools_noncentered": ("eight_schools", {"avg_effect": "AVG_EFFECT", "log_stddev": "LOG_STDDEV",
+                                                    "school_effects": "SCHOOL_EFFECTS"}),
+    "german_logistic": ("german_credit_numeric_logistic_regression", {"weights": ""}),
+    "german_probit": ("german_credit_numeric_probit_regression", {"weights": ""}),
+    "german_sparse_logistic": ("german_credit_numeric_sparse_logistic_regression",
+                               {"global_scale": "GLOBAL_SCALE", "local_scales": "LOCAL_SCALES",
+                                "unscaled_weights": "UNSCALED_WEIGHTS"}),
+    "stochastic_volatility": ("stochastic_volatility_sp500_small",
+                              {"persistence_of_volatility": "PERSISTENCE_OF_VOLATILITY",
+                               "mean_log_volatility": "MEAN_LOG_VOLATILITY",
+                               "white_noise_shock_scale": "WHITE_NOISE_SHOCK_SCALE", "log_volatility": "LOG_VOLATILITY"}),
+    "brownian_motion": ("brownian_motion_unknown_scales_missing_middle_observations",
+                        {"innovation_noise_scale": "INNOVATION_NOISE_SCALE", "observation_noise_scale": "OBSERVATION_NOISE_SCALE",
+                         "locs": "LOCS"}),
+    "item_response_theory": ("synthetic_item_response_theory",
+                             {"mean_student_ability": "MEAN_STUDENT_ABILITY",
+                              "centered_student_ability": "CENTERED_STUDENT_ABILITY",
+                              "question_difficulty": "QUESTION_DIFFICULTY"}),
+}
+"""suite name -> (inference gym ground-truth module, our site -> its quantity name)."""
+
+
+def _centred_from_noncentred(draws):
+    """``[.., 10]`` non-centred (mu, log_tau, z) -> centred (mu, log_tau, theta); sites sort the same way."""
+    mu, log_tau, z = draws[..., :1], draws[..., 1:2], draws[..., 2:]
+    return np.concatenate([mu, log_tau, mu + np.exp(log_tau) * z], axis=-1)
+
+
+def make_reference(name: str, *, chains: int = 4, warmup: int = 2000, samples: int = 5000, keep: int = 1000,
+                   seed: int = 0, max_tree_depth: int = 10):
+    """Long NUTS run(s) on ``name``; returns ``(Reference, all draws [chains * samples, d])``."""
+    from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
+
+    from steinax.mcmc import nuts
+
+    source = "eight_schools_noncentered" if name == "eight_schools_centered" else name
+    post = get(source)
+    key_init, key_run = jax.random.split(jax.random.key(seed))
+    x0 = post.target.init_particles(key_init, chains)
+    t0 = time.perf_counter()
+    draws, info = nuts(post.target, x0, num_warmup=warmup, num_samples=samples, max_tree_depth=max_tree_depth,
+                       rng_key=key_run, return_info=True)
+    seconds = time.perf_counter() - t0
+    draws = np.asarray(draws, np.float64)
+    if name == "eight_schools_centered":
+        draws = _centred_from_noncentred(draws)
+    rhat = np.asarray(split_gelman_rubin(draws))
+    ess = np.asarray(effective_sample_size(draws))
+    flat = draws.reshape(-1, draws.shape[-1])
+    mean, sd = flat.mean(0), flat.std(0, ddof=1)
+    stride = max(1, flat.shape[0] // keep)
+    interleaved = np.swapaxes(draws, 0, 1).reshape(-1, draws.shape[-1])  # chains interleaved: every chain in the thinned set
+    meta = {
+        "source": "nuts", "sampler": "NumPyro NUTS", "chains": chains, "warmup": warmup, "samples_per_chain": samples,
+        "max_tree_depth": max_tree_depth, "seed": seed, "seconds": round(seconds, 1),
+        "max_rhat": float(np.max(rhat)), "min_ess_bulk": float(np.min(ess)),
+        "divergences": int(np.sum(np.asarray(info["diverging"]))),
+        "gradient_evaluations": int(np.sum(np.asarray(info["num_steps"]))),
+        "max_mcse_over_sd": float(np.max(sd / np.sqrt(np.maximum(ess, 1.0)) / sd)),
+        "kept_draws": f"every {stride}th of the {flat.shape[0]} draws, chains interleaved",
+    }
+    if source != name:
+        meta["made_from"] = f"{source} (same posterior), mapped by theta = mu + exp(log_tau) z"
+    ref = Reference(mean, sd, interleaved[::stride][:keep], meta)
+    check = inference_gym_check(name, Reference(mean, sd, interleaved, meta))  # every draw, not the kept ones
+    if check is not None:
+        ref.meta["inference_gym"] = check
+    return ref, interleaved
+
+
+def save_reference(name: str, ref: Reference, path: str | None = None) -> str:
+    """Write ``ref`` atomically to ``path`` (default :func:`~steinax.posteriors.reference_path`)."""
+    import io
+
+    path = reference_path(name) if path is None else path
+    buf = io.BytesIO()
+    np.savez_compressed(buf, mean=ref.mean, sd=ref.sd, draws=np.asarray(ref.draws, np.float32),
+                        meta=np.asarray(json.dumps(ref.meta, sort_keys=True)))
+    data = buf.getvalue()
+
+    def write(tmp):
+        with open(tmp, "wb") as f:
+            f.write(data)
+
+    atomic_write(path, write)
+    return path
+
+
+def inference_gym_check(name: str, ref: Reference) -> dict | None:
+    """Our reference's constrained means and sds against the inference gym's Stan ground truth.
+
+    Returns ``{"module", "max_mean_error_over_sd", "sd_ratio_range"}`` over every scalar of the
+    mapped sites (``None`` where the inference gym has no such model or is not installed).
+    The reference's mean in constrained space is estimated from its kept draws.
+    """
+    if name not in INFERENCE_GYM:
+        return None
+    from steinax.datasets import inference_gym_arrays
+
+    module, sites = INFERENCE_GYM[name]
+    try:
+        truth = inference_gym_arrays(f"targets/ground_truth/{module}")
+    except FileNotFoundError:
+        return None
+    samples = get(name).target.postprocess(jnp.asarray(ref.draws))
+    errs, ratios = [], []
+    for site, label in sites.items():
+        prefix = f"IDENTITY_{label}_" if label else "IDENTITY_"
+        want_mean, want_sd = truth[prefix + "MEAN"], truth[prefix + "STANDARD_DEVIATION"]
+        got = np.asarray(samples[site], np.float64).reshape(ref.draws.shape[0], -1)
+        errs.append(np.abs(got.mean(0) - want_mean.ravel()) / want_sd.ravel())
+        ratios.append(got.std(0, ddof=1) / want_sd.ravel())
+    errs, ratios = np.concatenate(errs), np.concatenate(ratios)
+    return {"module": module, "max_mean_error_over_sd": float(errs.max()),
+            "sd_ratio_range": [float(ratios.min()), float(ratios.max())], "draws_compared": int(ref.draws.shape[0])}
