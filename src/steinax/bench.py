@@ -279,14 +279,14 @@ def _locked(path):
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
-def _append_row(path, row) -> None:
+def _append_row(path, row, fields=FIELDS) -> None:
     """Add ``row`` to the results file under a lock: re-read what is there (another process may have
     added rows), keep every row once (by task, dataset, method, seed and settings), write atomically."""
     with _locked(path):
         rows = _read_rows(path)
         if _row_key(row) not in {_row_key(r) for r in rows}:
             rows.append(row)
-        _write_rows(path, rows)
+        _write_rows(path, rows, fields)
 
 
 def run_bench(

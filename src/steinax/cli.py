@@ -227,6 +227,28 @@ def _names(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def _posteriors_command(args) -> int:
+    """``steinax bench posteriors``: the suite's table (``--quick``: 1 seed, 1000 steps, a few posteriors)."""
+    from steinax.posteriors import NAMES
+    from steinax.posteriors.suite import METHODS, SuiteSettings, run_suite
+
+    quick = args.quick
+    names = args.datasets.split(",") if args.datasets else (
+        ["eight_schools_noncentered", "german_logistic", "banana", "ill_conditioned_gaussian"] if quick else list(NAMES))
+    methods = args.methods.split(",") if args.methods != "svgd,mk_svgd,cc_svgd" else list(METHODS)
+    for m in methods:
+        if m not in METHODS:
+            print(f"steinax bench: error: --methods: {m!r} is not one of {list(METHODS)}", file=sys.stderr)
+            return 2
+    settings = SuiteSettings(particles=args.particles or 100, steps=args.steps or (1000 if quick else 3000))
+    seeds = 1 if quick and args.seeds == 10 else args.seeds
+    print(f"posterior suite: {len(names)} posteriors x {len(methods)} methods x {seeds} seeds; {settings.tag()}", flush=True)
+    run_suite(names, methods, seeds, args.out, settings)
+    with open(os.path.join(args.out, "summary.md")) as f:
+        print(f.read())
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="steinax", description="Stein methods in JAX.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
@@ -266,7 +288,8 @@ def main(argv=None) -> int:
     p_ksd.add_argument("--block-length", default="auto", help="dependent bootstrap block length (integer >= 2 or auto)")
     p_ksd.add_argument("--float64", action="store_true", help="compute in float64 (enables JAX's 64-bit mode)")
     p_bench = sub.add_parser("bench", help="benchmark tables: methods x datasets x seeds (BNN regression, logistic regression)")
-    p_bench.add_argument("task", choices=["bnn", "blr"])
+    p_bench.add_argument("task", choices=["bnn", "blr", "posteriors"],
+                         help="bnn, blr, or posteriors (the ground-truth posterior suite, steinax.posteriors.suite)")
     p_bench.add_argument("--datasets", default=None, help="comma-separated (default: boston,concrete for bnn; pima,wisconsin for blr)")
     p_bench.add_argument("--methods", default="svgd,mk_svgd,cc_svgd",
                          help="comma-separated: svgd, mk_svgd, cc_svgd, matrix_avg, matrix_mix (matrix SVGD: KFAC for bnn, Fisher for blr), map, sgld, psgld, nuts")
@@ -289,6 +312,8 @@ def main(argv=None) -> int:
     p_bench.add_argument("--sgld-step", type=float, default=None, help="SGLD step size")
     p_bench.add_argument("--psgld-step", type=float, default=None, help="pSGLD step size")
     args = parser.parse_args(argv)
+    if args.command == "bench" and args.task == "posteriors":
+        return _posteriors_command(args)
     if args.command == "bench" and args.datasets is None:
         args.datasets = "boston,concrete" if args.task == "bnn" else "pima,wisconsin"
     if args.version:

@@ -46,6 +46,10 @@ class Banana(AbstractTarget):
 
     curvature: float = 0.03
 
+    @property
+    def dim(self) -> int:
+        return 2
+
     def logdensity(self, x):
         return -0.5 * (x[0] / 10.0) ** 2 - 0.5 * (x[1] - self.curvature * (x[0] ** 2 - 100.0)) ** 2
 

@@ -1,0 +1,160 @@
+"""The posterior suite's table: methods and peers x posteriors x seeds (``steinax bench posteriors``).
+
+Every run starts from ``N(0, I)`` in the unconstrained space (particle methods; NUTS and VI
+start as their libraries do) and is scored by :func:`steinax.metrics.posterior.posterior_errors`
+against the posterior's reference, with the trace's squared KSD, the spread check
+(:func:`steinax.diagnostics.spread_check`), the wall time (compilation included) and the
+score evaluations. Rows are appended to ``results.csv`` as they finish (resumable: a
+rerun skips done rows); a run over ``cap`` seconds is reported as ``capped``.
+
+Methods (:data:`METHODS`): ``svgd`` and ``mk_svgd`` with the README's optimizer
+(AdaGrad-momentum 0.05), ``cc_svgd``, ``map`` (an ensemble of MAP fits), ``annealed_svgd``,
+``sliced_svgd`` (SGD 0.1 in its whitened coordinates, each step clipped to 1), and the
+peers ``nuts`` (NumPyro, 4 chains) and ``vi`` (full-rank Gaussian VI, NumPyro).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from steinax._io import atomic_write_text
+
+__all__ = ["METHODS", "SuiteSettings", "evaluate", "run_suite"]
+
+METHODS = ("svgd", "mk_svgd", "cc_svgd", "map", "annealed_svgd", "sliced_svgd", "nuts", "vi")
+
+
+@dataclasses.dataclass(frozen=True)
+class SuiteSettings:
+    particles: int = 100
+    steps: int = 3000
+    nuts_warmup: int = 500
+    nuts_samples: int = 500
+    cap: float = 600.0
+
+    def tag(self) -> str:
+        return f"n={self.particles},steps={self.steps},nuts={self.nuts_warmup}+{self.nuts_samples}"
+
+
+def _particle_method(name: str, steps: int):
+    import steinax
+
+    readme = steinax.adagrad_momentum(0.05)
+    return {
+        "svgd": (steinax.svgd(), readme),
+        "mk_svgd": (steinax.mk_svgd(), readme),
+        "cc_svgd": (steinax.cc_svgd(), readme),
+        "map": (steinax.map_ascent(), readme),
+        "annealed_svgd": (steinax.annealed_svgd(anneal_steps=steps // 2), readme),
+        "sliced_svgd": (steinax.sliced_svgd(), optax.chain(optax.clip(1.0), optax.sgd(0.1))),
+    }[name]
+
+
+def evaluate(method: str, name: str, seed: int = 0, settings: SuiteSettings = SuiteSettings()) -> dict:
+    """Run ``method`` (one of :data:`METHODS`) on posterior ``name`` and return its metrics row."""
+    import steinax
+    from steinax.diagnostics import spread_check
+    from steinax.metrics.posterior import posterior_errors
+    from steinax.posteriors import get
+    from steinax.targets.base import evaluate as evaluate_target
+
+    if method not in METHODS:
+        raise ValueError(f"`method` must be one of {METHODS}; received {method!r}")
+    post = get(name)
+    ref = post.reference()
+    key = jax.random.key(seed)
+    n = settings.particles
+    t0 = time.perf_counter()
+    ksd, status = np.nan, "ok"
+    if method == "nuts":
+        from steinax.mcmc import nuts
+
+        x0 = post.init(key, 4)
+        draws, info = nuts(post.target, x0, num_warmup=settings.nuts_warmup, num_samples=settings.nuts_samples,
+                           rng_key=jax.random.fold_in(key, 1), return_info=True)
+        x = np.asarray(draws).reshape(-1, post.dim)
+        evals = int(np.sum(np.asarray(info["num_steps"])))
+    elif method == "vi":
+        from steinax.vi import gaussian_vi
+
+        x = np.asarray(gaussian_vi(post.target, post.dim, steps=settings.steps, num_draws=n, rng_key=key))
+        evals = settings.steps
+    else:
+        m, opt = _particle_method(method, settings.steps)
+        try:
+            res = steinax.run(m, post.target, post.init(key, n), steps=settings.steps, optimizer=opt,
+                              rng_key=jax.random.fold_in(key, 1), progress=False)
+            status = "ok"
+        except steinax.NonFiniteError as err:  # reported as a row, with the last finite particles
+            res, status = err.result, f"diverged at step {err.step}"
+        x = np.asarray(res.particles)
+        ksd = float(res.trace.ksd[-1])
+        evals = n * settings.steps
+    wall = time.perf_counter() - t0
+    xs = jnp.asarray(x, jnp.result_type(float))
+    _, scores = evaluate_target(post.target, jax.random.key(0), xs)
+    check = spread_check(xs, scores)
+    row = {"posterior": name, "d": post.dim, "method": method, "seed": seed, "settings": settings.tag(),
+           "status": "capped" if wall > settings.cap else status, "wall_s": round(wall, 2), "score_evals": evals,
+           "ksd": ksd, "spread_T": check.median_ratio, "spread_cross": check.cross, "flagged": check.collapsed}
+    row.update(posterior_errors(x, ref))
+    return row
+
+
+FIELDS = ("posterior", "d", "method", "seed", "settings", "status", "wall_s", "score_evals", "mean_error_max",
+          "mean_error_median", "sd_ratio_median", "sd_ratio_min", "sinkhorn", "ksd", "spread_T", "spread_cross", "flagged")
+
+
+def run_suite(names, methods, seeds, out_dir, settings: SuiteSettings = SuiteSettings(), log=print) -> list[dict]:
+    """Every (posterior, method, seed) not yet in ``out_dir/results.csv``; then ``summary.md``. Returns all rows."""
+    from steinax.bench import _append_row, _read_rows
+
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "results.csv")
+    done = {(r["posterior"], r["method"], str(r["seed"]), r["settings"]) for r in _read_rows(path)}
+    for name in names:
+        for method in methods:
+            for seed in range(seeds):
+                if (name, method, str(seed), settings.tag()) in done:
+                    continue
+                row = evaluate(method, name, seed, settings)
+                _append_row(path, {**row, "task": "posteriors", "dataset": name}, fields=FIELDS + ("task", "dataset"))
+                log(f"{name:26s} {method:14s} seed {seed}: max mean err {row['mean_error_max']:.2f} sd, "
+                    f"sd ratio {row['sd_ratio_median']:.2f} (min {row['sd_ratio_min']:.2f}), "
+                    f"flagged {row['flagged']}, {row['wall_s']:.1f}s")
+    rows = [r for r in _read_rows(path) if r["settings"] == settings.tag()]
+    atomic_write_text(os.path.join(out_dir, "summary.md"), summary_markdown(rows, settings))
+    return rows
+
+
+def summary_markdown(rows, settings: SuiteSettings) -> str:
+    """Mean over seeds per (posterior, method): worst mean error; median sd ratio; flagged fraction; wall time."""
+    import collections
+
+    groups = collections.defaultdict(list)
+    for r in rows:
+        groups[(r["posterior"], r["method"])].append(r)
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    lines = [f"Setting: {settings.tag()}; from N(0, I) in the unconstrained space; cells: worst |mean error| (sds); "
+             "median sd ratio; flagged by the spread check (of seeds); wall s. Mean over seeds.", "",
+             "| posterior | d | " + " | ".join(methods) + " |", "|---|---|" + "---|" * len(methods)]
+    for name in dict.fromkeys(r["posterior"] for r in rows):
+        cells = []
+        for m in methods:
+            g = groups.get((name, m), [])
+            if not g:
+                cells.append("")
+                continue
+            f = lambda k: np.mean([float(r[k]) for r in g])  # noqa: E731
+            flags = sum(str(r["flagged"]) == "True" for r in g)
+            capped = " capped" if any(r["status"] == "capped" for r in g) else ""
+            cells.append(f"{f('mean_error_max'):.2f}; {f('sd_ratio_median'):.2f}; {flags}/{len(g)}; {f('wall_s'):.0f}{capped}")
+        lines.append(f"| {name} | {groups[(name, methods[0])][0]['d'] if (name, methods[0]) in groups else ''} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
