@@ -1,12 +1,12 @@
 """Diagnostics of any sampler's output: one module per tool.
 
-* :mod:`~steinax.diagnostics.sample_quality`: the kernel Stein discrepancy and its
+* :mod:`~steinax.diagnostics.quality`: the kernel Stein discrepancy and its
   goodness-of-fit test (:func:`sample_quality`), and the sample readers.
 * :mod:`~steinax.diagnostics.spread`: a collapse (under-dispersion) check from the
   particles' scores alone (:func:`spread_check`).
 """
 
-from steinax.diagnostics.sample_quality import SampleQuality, as_sample_array, load_samples, sample_quality
+from steinax.diagnostics.quality import SampleQuality, as_sample_array, load_samples, sample_quality
 from steinax.diagnostics.spread import CROSS_THRESHOLD, SPREAD_THRESHOLD, SpreadCheck, spread_check
 
 __all__ = ["SampleQuality", "as_sample_array", "load_samples", "sample_quality", "SpreadCheck", "spread_check",

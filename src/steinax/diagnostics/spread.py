@@ -101,7 +101,7 @@ def _cross(particles, scores):
     n, d = particles.shape
     if d < CROSS_MIN_DIM:
         return jnp.nan
-    xc = particles - jnp.mean(particles, axis=0)
+    xc = particles - jnp.mean(particles, axis=0, keepdims=True)
     m1 = -(scores.T @ xc) / n                     # E[u_kl], u_ikl = -s_ik xc_il
     m2 = ((scores * scores).T @ (xc * xc)) / n    # E[u_kl^2]
     var = jnp.maximum(m2 - m1 * m1, jnp.finfo(particles.dtype).tiny)

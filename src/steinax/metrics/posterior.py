@@ -28,10 +28,12 @@ def sinkhorn_divergence(x, y, relative_epsilon: float = 1.0) -> float:
         from ott.tools import sinkhorn_divergence as sd
     except ImportError:
         return float("nan")
+    import jax
     import jax.numpy as jnp
 
     x, y = jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32)
-    out = sd.sinkhorn_divergence(pointcloud.PointCloud, x, y, epsilon=relative_epsilon, relative_epsilon="mean")
+    with jax.numpy_rank_promotion("allow"):  # ott broadcasts implicitly
+        out = sd.sinkhorn_divergence(pointcloud.PointCloud, x, y, epsilon=relative_epsilon, relative_epsilon="mean")
     value = out[0] if isinstance(out, tuple) else out.divergence
     return float(value)
 
