@@ -27,6 +27,7 @@ def test_closed_form_moments_match_exact_draws(name):
     assert np.all(np.abs(x.std(0) / ref.sd - 1.0) < 0.04)  # banana's x_2 has kurtosis ~ 6: wider sd error
 
 
+@pytest.mark.slow  # builds every NumPyro model (about 40 s): CI's slow pass
 @pytest.mark.parametrize("name", list(DIMS))
 def test_nuts_references_are_stored_with_their_diagnostics(name):
     pytest.importorskip("numpyro")
@@ -92,6 +93,7 @@ def test_annealed_direction_is_the_base_direction_at_scaled_scores():
     assert float(info["temperature"]) == pytest.approx(12 / 25)
 
 
+@pytest.mark.slow
 def test_suite_row_for_one_run():
     from steinax.posteriors.suite import SuiteSettings, evaluate
 
