@@ -203,6 +203,12 @@ def _block_length(value: str):
 def bench_command(args) -> int:
     from steinax.bench import run_bench
 
+    if args.task == "posteriors":
+        return _posteriors_command(args)
+    methods = args.methods or "svgd,mk_svgd,cc_svgd"
+    seeds = 10 if args.seeds is None else args.seeds
+    datasets = args.datasets or ("boston,concrete" if args.task == "bnn" else "pima,wisconsin")
+
     import dataclasses
 
     from steinax.bench import DEFAULTS, PRESETS, QUICK
@@ -218,7 +224,7 @@ def bench_command(args) -> int:
         changes["dev_noise"] = True
         changes.setdefault("dev_fraction", 0.1)
     settings = dataclasses.replace((QUICK if args.quick else DEFAULTS)[args.task], **changes)
-    run_bench(args.task, _names(args.datasets), _names(args.methods), args.seeds, args.out, settings=settings,
+    run_bench(args.task, _names(datasets), _names(methods), seeds, args.out, settings=settings,
               progress=not args.no_progress)
     return 0
 
@@ -233,15 +239,18 @@ def _posteriors_command(args) -> int:
     from steinax.posteriors.suite import METHODS, SuiteSettings, run_suite
 
     quick = args.quick
-    names = args.datasets.split(",") if args.datasets else (
+    names = _names(args.datasets) if args.datasets else (
         ["eight_schools_noncentered", "german_logistic", "banana", "ill_conditioned_gaussian"] if quick else list(NAMES))
-    methods = args.methods.split(",") if args.methods != "svgd,mk_svgd,cc_svgd" else list(METHODS)
+    methods = _names(args.methods) if args.methods else list(METHODS)
+    from steinax.posteriors import get
+
     for m in methods:
         if m not in METHODS:
-            print(f"steinax bench: error: --methods: {m!r} is not one of {list(METHODS)}", file=sys.stderr)
-            return 2
+            raise ValueError(f"`--methods`: {m!r} is not one of {list(METHODS)}")
+    for name in names:
+        get(name)  # an unknown name is refused before any run
     settings = SuiteSettings(particles=args.particles or 100, steps=args.steps or (1000 if quick else 3000))
-    seeds = 1 if quick and args.seeds == 10 else args.seeds
+    seeds = args.seeds if args.seeds is not None else (1 if quick else 5)
     print(f"posterior suite: {len(names)} posteriors x {len(methods)} methods x {seeds} seeds; {settings.tag()}", flush=True)
     run_suite(names, methods, seeds, args.out, settings)
     with open(os.path.join(args.out, "summary.md")) as f:
@@ -291,9 +300,10 @@ def main(argv=None) -> int:
     p_bench.add_argument("task", choices=["bnn", "blr", "posteriors"],
                          help="bnn, blr, or posteriors (the ground-truth posterior suite, steinax.posteriors.suite)")
     p_bench.add_argument("--datasets", default=None, help="comma-separated (default: boston,concrete for bnn; pima,wisconsin for blr)")
-    p_bench.add_argument("--methods", default="svgd,mk_svgd,cc_svgd",
+    p_bench.add_argument("--methods", default=None,
                          help="comma-separated: svgd, mk_svgd, cc_svgd, matrix_avg, matrix_mix (matrix SVGD: KFAC for bnn, Fisher for blr), map, sgld, psgld, nuts")
-    p_bench.add_argument("--seeds", type=int, default=10, help="random splits, one run each (default 10)")
+    p_bench.add_argument("--seeds", type=int, default=None,
+                         help="random splits (bnn, blr; default 10) or seeds (posteriors; default 5, 1 with --quick)")
     p_bench.add_argument("--out", default="bench_out", help="folder for results.csv, summary.csv, summary.md")
     p_bench.add_argument("--quick", action="store_true", help="tiny settings (a smoke run)")
     p_bench.add_argument("--no-progress", action="store_true")
@@ -312,10 +322,6 @@ def main(argv=None) -> int:
     p_bench.add_argument("--sgld-step", type=float, default=None, help="SGLD step size")
     p_bench.add_argument("--psgld-step", type=float, default=None, help="pSGLD step size")
     args = parser.parse_args(argv)
-    if args.command == "bench" and args.task == "posteriors":
-        return _posteriors_command(args)
-    if args.command == "bench" and args.datasets is None:
-        args.datasets = "boston,concrete" if args.task == "bnn" else "pima,wisconsin"
     if args.version:
         from steinax import __version__
 

@@ -71,7 +71,11 @@ def gaussian_vi(
 
     def model():
         x = numpyro.sample("x", dist.ImproperUniform(dist.constraints.real_vector, (), (x0.shape[0],)))
-        numpyro.factor("logp", target.logdensity(x))
+        # a NumPyro target's log-density runs its own model: block its sites from SVI's handlers, or the
+        # guide would fit them too (and a constrained site's log-det factor is met twice)
+        with numpyro.handlers.block():
+            logp = target.logdensity(x)
+        numpyro.factor("logp", logp)
 
     guide_class = AutoMultivariateNormal if full_rank else AutoNormal
     guide = guide_class(model, **init)

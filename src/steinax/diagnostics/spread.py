@@ -86,14 +86,13 @@ class SpreadCheck(eqx.Module):
 
 
 @jax.jit
-def _statistics(particles, scores, weights):
-    """``(T [B, d], cross [B])`` for bootstrap count vectors ``weights`` ``[B, n]`` (a row of ones: the sample itself)."""
+def _spread_ratios(particles, scores, weights):
+    """``T`` ``[B, d]`` for bootstrap count vectors ``weights`` ``[B, n]`` (a row of ones: the sample itself)."""
     n = particles.shape[0]
     w = weights / n
     mean = w @ particles  # [B, d]
     # T_k = -(n / (n - 1)) sum_i w_i s_ik (x_ik - xbar_k)
-    t = -(w @ (scores * particles) - mean * (w @ scores)) * (n / (n - 1))
-    return t, mean
+    return -(w @ (scores * particles) - mean * (w @ scores)) * (n / (n - 1))
 
 
 def _cross(particles, scores):
@@ -135,7 +134,7 @@ def spread_check(particles, scores, *, n_bootstrap: int = 200, rng_key: jax.Arra
     rng_key = jax.random.key(0) if rng_key is None else rng_key
     counts = jax.random.categorical(rng_key, jnp.zeros(n), shape=(n_bootstrap, n))
     weights = jnp.concatenate([jnp.ones((1, n)), jax.vmap(lambda c: jnp.bincount(c, length=n))(counts)]).astype(particles.dtype)
-    t, _ = _statistics(particles, scores, weights)
+    t = _spread_ratios(particles, scores, weights)
     med = np.median(np.asarray(t, np.float64), axis=1)
     median_ratio, upper = float(med[0]), float(np.quantile(med[1:], UPPER_QUANTILE))
     cross = float(_cross(particles, scores))

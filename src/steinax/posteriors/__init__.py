@@ -28,7 +28,7 @@ import numpy as np
 
 from steinax.posteriors import closed_form
 
-__all__ = ["Posterior", "Reference", "NAMES", "HELD_OUT", "get", "reference_path"]
+__all__ = ["Posterior", "Reference", "NAMES", "get", "reference_path"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,8 +97,6 @@ NUMPYRO_KINDS = {
     "gp_classification": "GP latent",
 }
 NAMES = tuple(NUMPYRO_KINDS) + tuple(CLOSED_FORM)
-HELD_OUT: tuple[str, ...] = ()
-"""Posteriors kept out of the choice of defaults (see docs/posteriors.md)."""
 
 
 @functools.lru_cache(maxsize=None)

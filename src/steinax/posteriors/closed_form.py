@@ -10,13 +10,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from steinax.targets.base import AbstractTarget
-from steinax.targets.toys import Gaussian, GaussianMixture
+from steinax.targets.toys import Gaussian, GaussianMixture, _ToyTarget
 
 __all__ = ["Funnel", "Banana", "funnel", "banana", "separated_mixture", "ill_conditioned_gaussian", "moments"]
 
 
-class Funnel(AbstractTarget):
+class Funnel(_ToyTarget):
     """Neal's funnel: ``v ~ N(0, 3^2)``, ``x_k | v ~ N(0, exp(v))`` for ``k = 1..d-1`` (Neal 2003)."""
 
     dim: int = 10
@@ -24,10 +23,6 @@ class Funnel(AbstractTarget):
     def logdensity(self, x):
         v, rest = x[0], x[1:]
         return -(v**2) / 18.0 - 0.5 * jnp.sum(rest**2) * jnp.exp(-v) - 0.5 * (self.dim - 1) * v
-
-    def evaluate(self, rng_key, particles):
-        del rng_key
-        return jax.vmap(jax.value_and_grad(self.logdensity))(particles)
 
     def sample(self, rng_key, n):
         kv, kx = jax.random.split(rng_key)
@@ -41,7 +36,7 @@ class Funnel(AbstractTarget):
         return np.zeros(self.dim), sd
 
 
-class Banana(AbstractTarget):
+class Banana(_ToyTarget):
     """The inference gym's banana: ``x_1 ~ N(0, 10^2)``, ``x_2 | x_1 ~ N(b (x_1^2 - 100), 1)``, ``b = 0.03``."""
 
     curvature: float = 0.03
@@ -52,10 +47,6 @@ class Banana(AbstractTarget):
 
     def logdensity(self, x):
         return -0.5 * (x[0] / 10.0) ** 2 - 0.5 * (x[1] - self.curvature * (x[0] ** 2 - 100.0)) ** 2
-
-    def evaluate(self, rng_key, particles):
-        del rng_key
-        return jax.vmap(jax.value_and_grad(self.logdensity))(particles)
 
     def sample(self, rng_key, n):
         k1, k2 = jax.random.split(rng_key)

@@ -85,7 +85,7 @@ def make_reference(name: str, *, chains: int = 4, warmup: int = 2000, samples: i
         "max_rhat": float(np.max(rhat)), "min_ess_bulk": float(np.min(ess)),
         "divergences": int(np.sum(np.asarray(info["diverging"]))),
         "gradient_evaluations": int(np.sum(np.asarray(info["num_steps"]))),
-        "max_mcse_over_sd": float(np.max(sd / np.sqrt(np.maximum(ess, 1.0)) / sd)),
+        "max_mcse_over_sd": float(1.0 / np.sqrt(max(float(np.min(ess)), 1.0))),  # MCSE of a mean = sd / sqrt(ESS)
         "kept_draws": f"every {stride}th of the {flat.shape[0]} draws, chains interleaved",
     }
     if source != name:

@@ -5,7 +5,9 @@ start as their libraries do) and is scored by :func:`steinax.metrics.posterior.p
 against the posterior's reference, with the trace's squared KSD, the spread check
 (:func:`steinax.diagnostics.spread_check`), the wall time (compilation included) and the
 score evaluations. Rows are appended to ``results.csv`` as they finish (resumable: a
-rerun skips done rows); a run over ``cap`` seconds is reported as ``capped``.
+rerun skips done rows). A run is not stopped at ``cap`` seconds: one that took longer is marked
+``capped`` in its row; a particle run that goes non-finite is kept as a row with status
+``diverged at step T`` (its last finite particles scored), never dropped.
 
 Methods (:data:`METHODS`): ``svgd`` and ``mk_svgd`` with the README's optimizer
 (AdaGrad-momentum 0.05), ``cc_svgd``, ``map`` (an ensemble of MAP fits), ``annealed_svgd``,
@@ -156,5 +158,6 @@ def summary_markdown(rows, settings: SuiteSettings) -> str:
             flags = sum(str(r["flagged"]) == "True" for r in g)
             capped = " capped" if any(r["status"] == "capped" for r in g) else ""
             cells.append(f"{f('mean_error_max'):.2f}; {f('sd_ratio_median'):.2f}; {flags}/{len(g)}; {f('wall_s'):.0f}{capped}")
-        lines.append(f"| {name} | {groups[(name, methods[0])][0]['d'] if (name, methods[0]) in groups else ''} | " + " | ".join(cells) + " |")
+        d = next(r["d"] for r in rows if r["posterior"] == name)
+        lines.append(f"| {name} | {d} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
