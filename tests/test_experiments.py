@@ -48,6 +48,9 @@ TINY = {
     "unfold/models.py": ["--task", "blr", "--dataset", "pima", "--trials", "1", "--select", "1", "--iterations", "5",
                          "--particles", "5", "--du-epochs", "1", "--cdu-epochs", "1", "--fixed-grid", "1e-5",
                          "--rmsprop-grid", "1e-2", "--test-rows", "50"],
+    "posteriors/make_references.py": ["--posteriors", "eight_schools_centered", "--chains", "2",
+                                      "--warmup", "50", "--samples", "50"],
+    "posteriors/diagnostic_calibration.py": ["--posteriors", "banana", "--subsets", "5"],
 }
 
 

@@ -1,18 +1,19 @@
 """Reference moments and draws of the posterior suite (``steinax.posteriors``) from long NUTS runs.
 
-    python experiments/posteriors/make_references.py [--posteriors NAME ...] [--samples 5000]
+    python experiments/posteriors/make_references.py [--posteriors NAME ...] [--samples 5000] [--out DIR]
 
 For each NumPyro posterior: NumPyro NUTS, 4 chains of 2000 warm-up and 5000 kept draws
-(float64), from NumPyro's uniform(-2, 2) initialisation. Prints and stores (in
-``src/steinax/posteriors/references/NAME.npz``) the mean and sd of all 20000 draws, 1000
-interleaved thinned draws, the max split R-hat, the min bulk ESS, the divergences, the
-gradient evaluations, and the inference gym's Stan ground truth compared with ours where it
-has the model. With ``--all-draws DIR`` it also writes all 20000 draws to ``DIR/NAME.npy``
-(used by ``experiments/posteriors/diagnostic_calibration.py``; not stored in the repository).
+(float64), from NumPyro's uniform(-2, 2) initialisation. Prints and stores in ``--out``
+(default ``src/steinax/posteriors/references``, where the library reads them) ``NAME.npz``:
+the mean and sd of all 20000 draws, 1000 interleaved thinned draws, the max split R-hat,
+the min bulk ESS, the divergences, the gradient evaluations, and the inference gym's Stan
+ground truth compared with ours where it has the model; plus ``references.csv`` (one row of
+diagnostics per posterior) and ``references.png`` (min bulk ESS and max R-hat per posterior).
+With ``--all-draws DIR`` it also writes all draws to ``DIR/NAME.npy`` (used by
+``diagnostic_calibration.py``; too large for the repository).
 """
 
 import argparse
-import json
 import os
 import sys
 
@@ -22,8 +23,11 @@ jax.config.update("jax_enable_x64", True)
 
 import numpy as np  # noqa: E402
 
-from steinax.posteriors import NUMPYRO_KINDS  # noqa: E402
+from steinax.posteriors import NUMPYRO_KINDS, reference_path  # noqa: E402
 from steinax.posteriors.reference import make_reference, save_reference  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
 
 
 def main(argv=None):
@@ -32,21 +36,40 @@ def main(argv=None):
     p.add_argument("--chains", type=int, default=4)
     p.add_argument("--warmup", type=int, default=2000)
     p.add_argument("--samples", type=int, default=5000)
+    p.add_argument("--out", default=os.path.dirname(reference_path("x")))
     p.add_argument("--all-draws", default=None, help="folder for all draws (.npy), for the diagnostic's calibration")
     a = p.parse_args(argv)
+    banner("posterior suite references (NumPyro NUTS, float64)",
+           {"chains": a.chains, "warm-up": a.warmup, "draws per chain": a.samples, "out": a.out})
+    rows = []
     for name in a.posteriors:
         ref, draws = make_reference(name, chains=a.chains, warmup=a.warmup, samples=a.samples)
-        path = save_reference(name, ref)
+        save_reference(name, ref, os.path.join(a.out, f"{name}.npz"))
         if a.all_draws:
             os.makedirs(a.all_draws, exist_ok=True)
             np.save(os.path.join(a.all_draws, f"{name}.npy"), draws.astype(np.float32))
         m = ref.meta
+        gym = m.get("inference_gym") or {}
+        rows.append({"posterior": name, "d": ref.mean.size, "max_rhat": m["max_rhat"], "min_ess_bulk": m["min_ess_bulk"],
+                     "divergences": m["divergences"], "gradient_evaluations": m["gradient_evaluations"],
+                     "seconds": m["seconds"], "gym_max_mean_error_over_sd": gym.get("max_mean_error_over_sd", ""),
+                     "gym_sd_ratio_min": (gym.get("sd_ratio_range") or [""])[0],
+                     "gym_sd_ratio_max": (gym.get("sd_ratio_range") or ["", ""])[1]})
         print(f"{name:28s} d={ref.mean.size:4d} R-hat<={m['max_rhat']:.4f} ESS>={m['min_ess_bulk']:.0f} "
               f"divergences={m['divergences']} grads={m['gradient_evaluations']} {m['seconds']:.0f}s"
-              + (f" | inference gym: max mean error {m['inference_gym']['max_mean_error_over_sd']:.3f} sd, "
-                 f"sd ratio {m['inference_gym']['sd_ratio_range'][0]:.3f}-{m['inference_gym']['sd_ratio_range'][1]:.3f}"
-                 if "inference_gym" in m else ""), flush=True)
-        print("   ", path, json.dumps({k: v for k, v in m.items() if k != "inference_gym"}), flush=True)
+              + (f" | inference gym: max mean error {gym['max_mean_error_over_sd']:.3f} sd, sd ratio "
+                 f"{gym['sd_ratio_range'][0]:.3f}-{gym['sd_ratio_range'][1]:.3f}" if gym else ""), flush=True)
+    write_csv_atomically(os.path.join(a.out, "references.csv"), rows)
+    plt = pyplot()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 0.4 * len(rows) + 1.5), sharey=True)
+    names = [r["posterior"] for r in rows]
+    ax1.barh(names, [r["min_ess_bulk"] for r in rows])
+    ax1.set_xscale("log")
+    ax1.set_xlabel("min bulk ESS")
+    ax2.barh(names, [r["max_rhat"] - 1.0 for r in rows])
+    ax2.set_xlabel("max split R-hat - 1")
+    save_figure(fig, os.path.join(a.out, "references.png"))
+    return 0
 
 
 if __name__ == "__main__":
