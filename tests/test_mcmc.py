@@ -87,3 +87,14 @@ def test_nuts_one_chain_starts_where_asked():
     draws = mcmc.nuts(strict_logp, jnp.ones((1, 2)), num_warmup=200, num_samples=200, rng_key=jax.random.key(0))
     assert draws.shape == (1, 200, 2)
     np.testing.assert_allclose(np.asarray(draws[0].std(0)), np.asarray(SCALES), rtol=0.3)
+
+
+@pytest.mark.slow  # compiles NUTS in float64 (about 5 s): CI's slow pass
+def test_nuts_float32_start_inside_enable_x64():
+    """Was: a float32 start (a target built before ``jax.enable_x64``) met NumPyro's float64 momenta and its
+    tree-building ``cond`` refused branches of different dtypes (CI, make_references.py in a float32 worker).
+    The start is cast to the default float dtype, so the draws come back in float64."""
+    x0 = jnp.ones((1, 2), jnp.float32)
+    with jax.enable_x64(True):
+        draws = mcmc.nuts(_logp, x0, num_warmup=20, num_samples=20, rng_key=jax.random.key(0))
+        assert draws.dtype == jnp.float64

@@ -18,13 +18,10 @@ import os
 import sys
 
 import jax
+import numpy as np
 
-jax.config.update("jax_enable_x64", True)
-
-import numpy as np  # noqa: E402
-
-from steinax.posteriors import NUMPYRO_KINDS, reference_path  # noqa: E402
-from steinax.posteriors.reference import make_reference, save_reference  # noqa: E402
+from steinax.posteriors import NUMPYRO_KINDS, reference_path
+from steinax.posteriors.reference import make_reference, save_reference
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
@@ -43,7 +40,8 @@ def main(argv=None):
            {"chains": a.chains, "warm-up": a.warmup, "draws per chain": a.samples, "out": a.out})
     rows = []
     for name in a.posteriors:
-        ref, draws = make_reference(name, chains=a.chains, warmup=a.warmup, samples=a.samples)
+        with jax.enable_x64(True):  # scoped: the caller's precision is left as it was
+            ref, draws = make_reference(name, chains=a.chains, warmup=a.warmup, samples=a.samples)
         save_reference(name, ref, os.path.join(a.out, f"{name}.npz"))
         if a.all_draws:
             os.makedirs(a.all_draws, exist_ok=True)

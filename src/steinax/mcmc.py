@@ -166,7 +166,9 @@ def nuts(
     from numpyro.infer import MCMC, NUTS
 
     target = as_target(target)
-    x0 = check_particles(initial_positions, "initial_positions")
+    # NumPyro draws momenta in JAX's default float dtype: positions in another (float32 starts inside
+    # ``jax.enable_x64``) would make its tree-building branches disagree in dtype
+    x0 = check_particles(initial_positions, "initial_positions").astype(jnp.result_type(float))
     _thin(num_samples, 0, 1, "num_samples")
     if isinstance(num_warmup, bool) or not isinstance(num_warmup, int) or num_warmup < 0:
         raise ValueError(f"`num_warmup` must be a non-negative integer; received {num_warmup!r}")

@@ -105,3 +105,13 @@ def test_suite_row_for_one_run():
         evaluate("nope", "banana")
     with pytest.raises(ValueError, match="`name` must be one of"):
         sp.get("nope")
+
+
+@pytest.mark.slow  # builds a NumPyro model twice (about 8 s): CI's slow pass
+def test_get_builds_a_posterior_per_precision():
+    """Was: ``get`` cached one target per name, so a float32 target built earlier in the process was handed to
+    a float64 run (inside ``jax.enable_x64``)."""
+    x32 = sp.get("eight_schools_noncentered").target.init_particles(jax.random.key(0), 2)
+    with jax.enable_x64(True):
+        x64 = sp.get("eight_schools_noncentered").target.init_particles(jax.random.key(0), 2)
+    assert (x32.dtype, x64.dtype) == (jnp.float32, jnp.float64)

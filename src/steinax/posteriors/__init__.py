@@ -24,6 +24,7 @@ import os
 from typing import Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from steinax.posteriors import closed_form
@@ -99,9 +100,18 @@ NUMPYRO_KINDS = {
 NAMES = tuple(NUMPYRO_KINDS) + tuple(CLOSED_FORM)
 
 
-@functools.lru_cache(maxsize=None)
 def get(name: str) -> Posterior:
-    """The suite's posterior ``name`` (one of :data:`NAMES`)."""
+    """The suite's posterior ``name`` (one of :data:`NAMES`), built in JAX's current default float dtype.
+
+    Built once per (name, dtype): a target made in float32 is not handed to a float64 run (inside
+    ``jax.enable_x64(True)``), whose samplers would then mix the two precisions.
+    """
+    return _get(name, jnp.dtype(jnp.result_type(float)).name)
+
+
+@functools.lru_cache(maxsize=None)
+def _get(name: str, dtype: str) -> Posterior:
+    del dtype  # the cache key: the model's arrays are made in the current default float dtype
     if name in CLOSED_FORM:
         kind, make = CLOSED_FORM[name]
         target = make()
