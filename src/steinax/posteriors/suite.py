@@ -2,8 +2,8 @@
 
 Every run starts from ``N(0, I)`` in the unconstrained space (particle methods; NUTS and VI
 start as their libraries do) and is scored by :func:`steinax.metrics.posterior.posterior_errors`
-against the posterior's reference, with the trace's squared KSD, the spread check
-(:func:`steinax.diagnostics.spread_check`), the wall time (compilation included) and the
+against the posterior's reference, with the squared KSD (IMQ, U-statistic; the same for every row), the spread check
+and the relaxation check, the wall time (compilation included) and the
 score evaluations. Rows are appended to ``results.csv`` as they finish (resumable: a
 rerun skips done rows). A run is not stopped at ``cap`` seconds: one that took longer is marked
 ``capped`` in its row; a particle run that goes non-finite is kept as a row with status
@@ -12,7 +12,11 @@ rerun skips done rows). A run is not stopped at ``cap`` seconds: one that took l
 Methods (:data:`METHODS`): ``svgd`` and ``mk_svgd`` with the README's optimizer
 (AdaGrad-momentum 0.05), ``cc_svgd``, ``map`` (an ensemble of MAP fits), ``annealed_svgd``,
 ``sliced_svgd`` (SGD 0.1 in its whitened coordinates, each step clipped to 1), and the
-peers ``nuts`` (NumPyro, 4 chains) and ``vi`` (full-rank Gaussian VI, NumPyro).
+peers of :mod:`steinax.posteriors.peers`: ``nuts`` (NumPyro, 4 chains, with its minimum bulk
+ESS and the wall time extrapolated to an ESS of 1000), ``vi`` (full-rank Gaussian VI),
+``numpyro_svgd``, ``numpyro_asvgd``, ``blackjax_svgd`` and ``pathfinder`` (BlackJAX).
+Each run is also checked by both collapse diagnostics (:func:`~steinax.diagnostics.spread_check`,
+:func:`~steinax.diagnostics.relaxation_check`); ``flagged`` is either's flag.
 """
 
 from __future__ import annotations
@@ -27,10 +31,12 @@ import numpy as np
 import optax
 
 from steinax._io import atomic_write_text
+from steinax.posteriors.peers import PEERS, nuts_seconds_to_ess
 
 __all__ = ["METHODS", "SuiteSettings", "evaluate", "run_suite"]
 
-METHODS = ("svgd", "mk_svgd", "cc_svgd", "map", "annealed_svgd", "sliced_svgd", "nuts", "vi")
+STEINAX_METHODS = ("svgd", "mk_svgd", "cc_svgd", "map", "annealed_svgd", "sliced_svgd")
+METHODS = STEINAX_METHODS + tuple(PEERS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +68,9 @@ def _particle_method(name: str, steps: int):
 def evaluate(method: str, name: str, seed: int = 0, settings: SuiteSettings = SuiteSettings()) -> dict:
     """Run ``method`` (one of :data:`METHODS`) on posterior ``name`` and return its metrics row."""
     import steinax
-    from steinax.diagnostics import spread_check
+    from steinax import stein
+    from steinax.diagnostics import relaxation_check, spread_check
+    from steinax.kernels import IMQ
     from steinax.metrics.posterior import posterior_errors
     from steinax.posteriors import get
     from steinax.targets.base import evaluate as evaluate_target
@@ -74,44 +82,39 @@ def evaluate(method: str, name: str, seed: int = 0, settings: SuiteSettings = Su
     key = jax.random.key(seed)
     n = settings.particles
     t0 = time.perf_counter()
-    ksd, status = np.nan, "ok"
-    if method == "nuts":
-        from steinax.mcmc import nuts
-
-        x0 = post.init(key, 4)
-        draws, info = nuts(post.target, x0, num_warmup=settings.nuts_warmup, num_samples=settings.nuts_samples,
-                           rng_key=jax.random.fold_in(key, 1), return_info=True)
-        x = np.asarray(draws).reshape(-1, post.dim)
-        evals = int(np.sum(np.asarray(info["num_steps"])))
-    elif method == "vi":
-        from steinax.vi import gaussian_vi
-
-        x = np.asarray(gaussian_vi(post.target, post.dim, steps=settings.steps, num_draws=n, rng_key=key))
-        evals = settings.steps
+    status, info = "ok", {}
+    if method in PEERS:
+        x, evals, info = PEERS[method](post, key, settings)
     else:
         m, opt = _particle_method(method, settings.steps)
         try:
             res = steinax.run(m, post.target, post.init(key, n), steps=settings.steps, optimizer=opt,
                               rng_key=jax.random.fold_in(key, 1), progress=False)
-            status = "ok"
         except steinax.NonFiniteError as err:  # reported as a row, with the last finite particles
             res, status = err.result, f"diverged at step {err.step}"
         x = np.asarray(res.particles)
-        ksd = float(res.trace.ksd[-1])
         evals = n * settings.steps
     wall = time.perf_counter() - t0
     xs = jnp.asarray(x, jnp.result_type(float))
     _, scores = evaluate_target(post.target, jax.random.key(0), xs)
+    ksd = float(stein.ksd(xs, scores, IMQ(), "u"))  # every row alike: IMQ(1, -1/2), U-statistic (0 for exact draws)
     check = spread_check(xs, scores)
+    relax = relaxation_check(post.target, xs, rng_key=jax.random.fold_in(key, 2))
     row = {"posterior": name, "d": post.dim, "method": method, "seed": seed, "settings": settings.tag(),
            "status": "capped" if wall > settings.cap else status, "wall_s": round(wall, 2), "score_evals": evals,
-           "ksd": ksd, "spread_T": check.median_ratio, "spread_cross": check.cross, "flagged": check.collapsed}
+           "ksd": ksd, "spread_T": check.median_ratio, "spread_cross": check.cross, "relax_growth": relax.growth,
+           "relax_p": relax.p_value, "flagged": check.collapsed or relax.collapsed}
     row.update(posterior_errors(x, ref))
+    if "min_ess_bulk" in info:  # NUTS: its ESS, and the wall time it would need for an ESS of 1000 (extrapolated)
+        row["nuts_min_ess"] = info["min_ess_bulk"]
+        row["nuts_s_to_ess1000"] = round(nuts_seconds_to_ess(wall, info["min_ess_bulk"], settings.nuts_warmup,
+                                                              settings.nuts_samples), 1)
     return row
 
 
 FIELDS = ("posterior", "d", "method", "seed", "settings", "status", "wall_s", "score_evals", "mean_error_max",
-          "mean_error_median", "sd_ratio_median", "sd_ratio_min", "sinkhorn", "ksd", "spread_T", "spread_cross", "flagged")
+          "mean_error_median", "sd_ratio_median", "sd_ratio_min", "sinkhorn", "ksd", "spread_T", "spread_cross", "relax_growth", "relax_p", "flagged",
+          "nuts_min_ess", "nuts_s_to_ess1000")
 
 
 def run_suite(names, methods, seeds, out_dir, settings: SuiteSettings = SuiteSettings(), log=print) -> list[dict]:

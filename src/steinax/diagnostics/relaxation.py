@@ -1,0 +1,205 @@
+"""A collapse check that needs no ground truth: do the particles stay put under a sampler that leaves the target invariant?
+
+Why not the Stein identities alone (:mod:`~steinax.diagnostics.spread`): at a fixed point of SVGD every
+Stein identity whose test function lies in the span of the kernels centred at the particles holds
+exactly, and at a smooth kernel's bandwidth that span holds the linear and the slowly varying
+functions. At the optimum of full-rank Gaussian VI, Stein's lemma gives
+``E_q[s(x) (x - mu)^T] = E_q[hess log p] Sigma = -I``: the linear identities hold there too. So the
+particles' own scores cannot tell a collapsed fixed point from a right one (measured on the posterior
+suite: SVGD on Neal's funnel at sd ratio 0.01 and Gaussian VI on the banana at 0.36 both read
+``T_k ~ 1``). The target must be asked about points the particles do not occupy.
+
+**The check.** Let ``K`` be a Markov kernel that leaves the target ``p`` invariant and is reversible
+with respect to it (MALA). If ``x ~ p`` then ``(x, x')`` with ``x' ~ K(x, .)`` has the same law as
+``(x', x)``: any statistic ``u(x, x') = f(x') - f(x)`` is symmetric about 0. With ``f`` the squared
+standardised distance to the particles' mean,
+
+.. math::
+
+    u_i = \\frac{1}{d} \\sum_k \\frac{(x'_{ik} - \\bar x_k)^2 - (x_{ik} - \\bar x_k)^2}{\\hat\\sigma_k^2},
+    \\qquad D = \\frac{1}{n} \\sum_i u_i ,
+
+``D`` is the relative growth of the particles' spread (about their own mean) after ``K`` moves them.
+Under-dispersed or off-centre particles drift outward or away (``D > 0``); over-dispersed ones
+contract (``D < 0``). Its null distribution comes from flipping the signs of the ``u_i`` (exact for
+i.i.d. draws from ``p``; for chain output the flips act on blocks of consecutive draws,
+``block_length``), so the p-value needs no ground truth and no asymptotics.
+
+**Sampler.** BlackJAX's MALA on the particles whitened by their own mean and per-coordinate sd,
+one chain per particle, ``steps`` moves after a step size adapted on short pilot chains to an
+acceptance rate of 0.574 (Roberts & Rosenthal 1998). The pilot chains are discarded; the measured
+chains start again from the particles. The whitening and the step size are read from the particles,
+a small departure from exactness calibrated below.
+
+**Decision rule.** ``collapsed`` when the one-sided (growth) p-value is below ``level`` (default
+:data:`RELAXATION_LEVEL` = 0.01); ``overdispersed`` when the contraction p-value is. Calibrated in
+``experiments/posteriors/diagnostic_calibration.py`` (200 disjoint 100-draw subsets of every suite
+reference) together with :func:`~steinax.diagnostics.spread_check`.
+
+What it does not see: a mode the particles never visited (a local sampler does not cross to it in
+``steps`` moves), and departures slower than ``steps`` MALA moves (on a funnel's neck a small step
+size moves exact draws little, and collapsed ones little more). Cost: ``n * (steps + PILOT_ROUNDS *
+CHUNK)`` log-density and score evaluations.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["RelaxationCheck", "relaxation_check", "RELAXATION_LEVEL"]
+
+RELAXATION_LEVEL = 0.01
+"""Flag when the sign-flip p-value of the spread's growth is below this."""
+TARGET_ACCEPTANCE = 0.574
+"""MALA's optimal acceptance rate (Roberts & Rosenthal 1998), the pilot chains' target."""
+PILOT_ROUNDS = 6
+CHUNK = 10
+"""MALA moves per compiled call: a pilot round is one call, the measured chains ``steps / CHUNK`` calls."""
+
+
+class RelaxationCheck(eqx.Module):
+    """What :func:`relaxation_check` returns.
+
+    Attributes:
+        growth: ``D``, the relative growth of the particles' spread after ``steps`` MALA moves (0 for draws from the target).
+        coordinate_growth: ``[d]`` the same per coordinate.
+        p_value: one-sided sign-flip p-value of growth (small: under-dispersed or off-centre).
+        p_value_contraction: one-sided p-value of contraction (small: over-dispersed).
+        step_size: the adapted MALA step size (whitened coordinates).
+        acceptance: the measured chains' mean acceptance rate.
+        steps: MALA moves per particle.
+        level: the level of both decisions.
+        collapsed: ``p_value < level``.
+        overdispersed: ``p_value_contraction < level``.
+    """
+
+    growth: float
+    coordinate_growth: jax.Array
+    p_value: float
+    p_value_contraction: float
+    step_size: float
+    acceptance: float
+    steps: int
+    level: float
+    collapsed: bool
+    overdispersed: bool
+
+    def summary(self) -> str:
+        verdict = ("COLLAPSED: the spread grows under a sampler that leaves the target invariant (under-dispersed "
+                   "or off-centre particles); more particles, another method, or NUTS" if self.collapsed else
+                   "OVER-DISPERSED: the spread contracts under the target's sampler" if self.overdispersed else
+                   "no departure detected")
+        return (f"relaxation: spread growth {self.growth:+.3f} after {self.steps} MALA moves (step {self.step_size:.3g}, "
+                f"acceptance {self.acceptance:.2f}); p = {self.p_value:.4g} (growth), {self.p_value_contraction:.4g} "
+                f"(contraction), level {self.level} -> {verdict}")
+
+
+def _mala_chains(target, center, scale, z0, step_size, keys):
+    """``CHUNK`` BlackJAX MALA moves from each row of ``z0`` (whitened); returns ``(z, mean acceptance)``.
+
+    Longer runs call this repeatedly (one compilation serves the pilot and the measured chains).
+    """
+    import blackjax
+
+    def logdensity(z):
+        return target.logdensity(center + scale * z)
+
+    kernel = blackjax.mala.build_kernel()
+
+    def chain(key, z):
+        def move(state, k):
+            state, info = kernel(k, state, logdensity, step_size)
+            return state, info.acceptance_rate
+
+        state, acc = jax.lax.scan(move, blackjax.mala.init(z, logdensity), jax.random.split(key, CHUNK))
+        return state.position, jnp.mean(acc)
+
+    z, acc = jax.vmap(chain)(keys, z0)
+    return z, jnp.mean(acc)
+
+
+_mala_chains_jit = eqx.filter_jit(_mala_chains)  # the target's arrays traced, its functions static
+_logdensities = eqx.filter_jit(lambda target, x: jax.vmap(target.logdensity)(x))
+
+
+def _sign_flip_p_values(u, key, n_flips: int, block_length: int):
+    """One-sided p-values of ``mean(u) > 0`` and ``< 0`` from sign flips of ``u`` in blocks of ``block_length``."""
+    n = u.shape[0]
+    blocks = -(-n // block_length)
+    flips = jax.random.rademacher(key, (n_flips, blocks), dtype=u.dtype)
+    null = jnp.repeat(flips, block_length, axis=1)[:, :n] @ u / n
+    stat = jnp.mean(u)
+    return (float((1 + jnp.sum(null >= stat)) / (n_flips + 1)), float((1 + jnp.sum(null <= stat)) / (n_flips + 1)))
+
+
+def relaxation_check(target, particles, *, steps: int = 100, level: float = RELAXATION_LEVEL,
+                     rng_key: jax.Array | None = None, n_flips: int = 2000, block_length: int = 1) -> RelaxationCheck:
+    """Check particles (or draws) for collapse by moving them with MALA on the target (module docstring).
+
+    Args:
+        target: a log-density of one ``[d]`` point, or a steinax target (its ``logdensity`` is used).
+        particles: ``[n, d]``, ``n >= 10``, in the target's (unconstrained) space.
+        steps: MALA moves per particle after the step-size pilot (a multiple of :data:`CHUNK`).
+        level: the level of the decisions, in ``(0, 1)``.
+        rng_key: default ``jax.random.key(0)`` (deterministic).
+        n_flips: sign flips for the p-values.
+        block_length: flip the ``u_i`` in blocks of this many consecutive rows (chain output laid
+            chain after chain; 1 for independent particles).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> logp = lambda x: -0.5 * jnp.sum(x ** 2)
+        >>> x = jax.random.normal(jax.random.key(0), (100, 3))
+        >>> relaxation_check(logp, x).collapsed, relaxation_check(logp, 0.5 * x).collapsed
+        (False, True)
+    """
+    from steinax._validation import check_particles
+    from steinax.targets.base import as_target, check_target
+
+    target = as_target(target)
+    x = check_particles(particles)
+    n, d = x.shape
+    if n < 10:
+        raise ValueError(f"`particles` must have at least 10 rows for the relaxation check; received {n}")
+    for name, value, low in (("steps", steps, 1), ("n_flips", n_flips, 1), ("block_length", block_length, 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"`{name}` must be an integer >= {low}; received {value!r}")
+    if steps % CHUNK:
+        raise ValueError(f"`steps` must be a multiple of {CHUNK}; received {steps}")
+    if not 0.0 < float(level) < 1.0:
+        raise ValueError(f"`level` must be in (0, 1); received {level!r}")
+    rng_key = jax.random.key(0) if rng_key is None else rng_key
+    check_target(target, rng_key, x)
+    logp0 = _logdensities(target, x)
+    if not bool(jnp.all(jnp.isfinite(logp0))):
+        rows = np.flatnonzero(~np.isfinite(np.asarray(logp0)))[:5].tolist()
+        raise ValueError(f"the target's log-density is not finite at particle rows {rows} (first five shown)")
+
+    center = jnp.mean(x, axis=0)
+    # a coordinate where every particle agrees (a MAP ensemble) is whitened by a floor, not by 0
+    floor = jnp.sqrt(jnp.finfo(x.dtype).eps) * (1.0 + jnp.abs(center))
+    scale = jnp.maximum(jnp.std(x, axis=0), floor)
+    z0 = (x - center) / scale
+    step = jnp.asarray(0.5 / d ** (1.0 / 3.0), x.dtype)
+    key_pilot, key_run, key_flip = jax.random.split(rng_key, 3)
+    for k in jax.random.split(key_pilot, PILOT_ROUNDS):
+        _, acc = _mala_chains_jit(target, center, scale, z0, step, jax.random.split(k, n))
+        step = step * jnp.exp(2.0 * (acc - TARGET_ACCEPTANCE))
+    z1, accs = z0, []
+    for k in jax.random.split(key_run, steps // CHUNK):
+        z1, acc = _mala_chains_jit(target, center, scale, z1, step, jax.random.split(k, n))
+        accs.append(acc)
+    acc = jnp.mean(jnp.stack(accs))
+    if not bool(jnp.all(jnp.isfinite(z1))):
+        raise FloatingPointError("MALA moved a particle to a non-finite point: the target's log-density or score "
+                                 "overflows near the particles")
+    change = z1 * z1 - z0 * z0
+    u = jnp.mean(change, axis=1)
+    p_grow, p_shrink = _sign_flip_p_values(u, key_flip, n_flips, int(block_length))
+    return RelaxationCheck(growth=float(jnp.mean(u)), coordinate_growth=jnp.mean(change, axis=0), p_value=p_grow,
+                           p_value_contraction=p_shrink, step_size=float(step), acceptance=float(acc), steps=int(steps),
+                           level=float(level), collapsed=p_grow < level, overdispersed=p_shrink < level)
+
