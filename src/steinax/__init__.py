@@ -9,6 +9,7 @@ from steinax import datasets, diagnostics, kernels, metrics, models, stein, targ
 from steinax import gp, sharding, unfold
 from steinax.kernels import IMQ, RBF
 from steinax.particles import (
+    ConvergenceWarning,
     DivergenceWarning,
     NonFiniteError,
     RunInterrupted,
@@ -24,6 +25,7 @@ from steinax.particles import (
     matrix_svgd_direction,
     mk_svgd,
     run,
+    run_until_converged,
     sliced_svgd,
     scale_by_adagrad_momentum,
     svgd,
@@ -35,6 +37,8 @@ from steinax.stein import ksd
 __version__ = "0.1.0"
 
 __all__ = [
+    "ConvergenceWarning",
+    "run_until_converged",
     "datasets",
     "sharding",
     "diagnostics",

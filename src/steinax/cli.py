@@ -185,7 +185,7 @@ def ksd_command(args) -> int:
     res = sample_quality(samples, target, kernel=kernel, kind=args.kind, estimator=args.estimator, test=not args.no_test,
                          rng_key=jax.random.key(args.seed), n_bootstrap=args.bootstrap, level=args.level,
                          block_size=args.block_size, var_names=None if args.samples.lower().endswith(".csv") else args.var_names,
-                         bootstrap=args.wild_bootstrap, block_length=_block_length(args.block_length))
+                         bootstrap=args.wild_bootstrap, block_length=_block_length(args.block_length), spread=args.spread)
     print(f"samples: {args.samples}; target: {args.target}; kernel: {args.kernel}")
     print(res.summary())
     return 0
@@ -292,6 +292,8 @@ def main(argv=None) -> int:
                        help="rows per block of the pairwise sums (default automatic: memory O(block * n))")
     p_ksd.add_argument("--var-names", nargs="+", default=None, help="posterior variables of a NetCDF file, in order")
     p_ksd.add_argument("--no-test", action="store_true", help="print the discrepancy only")
+    p_ksd.add_argument("--spread", action="store_true",
+                       help="also run the collapse checks (spread_check, relaxation_check): under-dispersed samples")
     p_ksd.add_argument("--wild-bootstrap", choices=["auto", "iid", "dependent"], default="auto",
                        help="auto: dependent (autocorrelated chains) for chain-shaped samples, i.i.d. otherwise")
     p_ksd.add_argument("--block-length", default="auto", help="dependent bootstrap block length (integer >= 2 or auto)")

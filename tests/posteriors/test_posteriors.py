@@ -95,12 +95,16 @@ def test_annealed_direction_is_the_base_direction_at_scaled_scores():
     assert float(info["temperature"]) == pytest.approx(12 / 25)
 
 
-@pytest.mark.slow
-def test_suite_row_for_one_run():
-    from steinax.posteriors.suite import SuiteSettings, evaluate
+@pytest.mark.slow  # every method and peer on the banana, tiny settings (about 1.5 min): CI's slow pass
+def test_suite_rows_for_every_method_and_peer():
+    from steinax.posteriors.suite import METHODS, SuiteSettings, evaluate
 
-    row = evaluate("svgd", "banana", 0, SuiteSettings(particles=30, steps=50))
-    assert row["status"] == "ok" and row["d"] == 2 and np.isfinite(row["sd_ratio_median"])
+    settings = SuiteSettings(particles=20, steps=30, nuts_warmup=30, nuts_samples=30)
+    for method in METHODS:
+        row = evaluate(method, "banana", 0, settings)
+        assert row["status"] == "ok" and row["d"] == 2 and np.isfinite(row["sd_ratio_median"]), (method, row)
+        assert np.isfinite(row["ksd"]) and np.isfinite(row["relax_growth"]) and row["score_evals"] > 0, (method, row)
+        assert ("nuts_s_to_ess1000" in row) == (method == "nuts"), method
     with pytest.raises(ValueError, match="`method` must be one of"):
         evaluate("nope", "banana")
     with pytest.raises(ValueError, match="`name` must be one of"):

@@ -40,6 +40,8 @@ import csv
 import equinox as eqx
 
 from steinax._validation import check_particles
+from steinax.diagnostics.relaxation import RelaxationCheck, relaxation_check
+from steinax.diagnostics.spread import SpreadCheck, spread_check
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel
 from steinax.stein.gof import BOOTSTRAPS, DISCREPANCIES, GofResult, gof_test
 from steinax.stein.kcc_sd import kcc_sd
@@ -64,6 +66,8 @@ class SampleQuality(eqx.Module):
         n, d: number of samples and their dimension (after flattening chains and sites).
         chains: the number of chains the samples came in (1 for an ``[n, d]`` array).
         test: the :class:`~steinax.stein.GofResult` when a test was asked for, else ``None``.
+        spread, relaxation: the collapse checks (:class:`~steinax.diagnostics.SpreadCheck`,
+            :class:`~steinax.diagnostics.RelaxationCheck`) when ``spread=True``, else ``None``.
     """
 
     discrepancy: float
@@ -73,6 +77,8 @@ class SampleQuality(eqx.Module):
     d: int = eqx.field(static=True)
     chains: int = eqx.field(static=True)
     test: GofResult | None = None
+    spread: SpreadCheck | None = None
+    relaxation: RelaxationCheck | None = None
 
     @property
     def p_value(self) -> float | None:
@@ -81,6 +87,13 @@ class SampleQuality(eqx.Module):
     @property
     def reject(self) -> bool | None:
         return None if self.test is None else bool(self.test.reject)
+
+    @property
+    def collapsed(self) -> bool | None:
+        """Either collapse check's flag (``None`` without ``spread=True``)."""
+        if self.spread is None:
+            return None
+        return bool(self.spread.collapsed or self.relaxation.collapsed)
 
     def summary(self) -> str:
         """A few lines for a terminal (the CLI prints this)."""
@@ -97,10 +110,21 @@ class SampleQuality(eqx.Module):
                     f"wild-bootstrap test, {boot}, B = {t.n_bootstrap}, level {t.level}: statistic {float(t.statistic):.6g}, "
                     f"threshold {float(t.threshold):.6g}, p-value {float(t.p_value):.4g} -> {verdict} H0: samples ~ target"
                 )
+        if self.spread is not None:
+            lines += [self.spread.summary(), self.relaxation.summary()]
         if self.estimator == "u":
             lines.append("(U-statistic: unbiased, about 0 for exact samples, may be negative; a run's trace "
                          "(steinax.run) records the V-statistic, which adds the diagonal and is larger)")
         return "\n".join(lines)
+
+
+def _collapse_checks(target, x, scores, samples, chains, block_length, rng_key) -> dict:
+    """``spread`` and ``relaxation`` for :func:`sample_quality` (sign flips in blocks for chain output)."""
+    from steinax.stein.gof import resolve_block_length
+
+    blocks = resolve_block_length(block_length, x, chains) if _is_chains(samples, chains) else 1
+    key = jax.random.key(0) if rng_key is None else jax.random.fold_in(rng_key, 7)
+    return {"spread": spread_check(x, scores), "relaxation": relaxation_check(target, x, rng_key=key, block_length=blocks)}
 
 
 def as_sample_array(samples, var_names=None) -> np.ndarray:
@@ -334,6 +358,7 @@ def sample_quality(
     dtype=None,
     bootstrap: str = "auto",
     block_length: int | str = "auto",
+    spread: bool = False,
 ) -> SampleQuality:
     """Kernel Stein discrepancy of ``samples`` against ``target`` (and optionally a goodness-of-fit test).
 
@@ -352,6 +377,11 @@ def sample_quality(
         bootstrap: ``"auto"`` (dependent for chain-shaped input, i.i.d. otherwise),
             ``"iid"`` or ``"dependent"``.
         block_length: the dependent bootstrap's block length (an integer >= 2 or ``"auto"``).
+        spread: also run the two collapse checks that need no ground truth,
+            :func:`~steinax.diagnostics.spread_check` (the samples' scores) and
+            :func:`~steinax.diagnostics.relaxation_check` (MALA moves on the target; for chain-shaped
+            input its sign flips act on blocks of ``block_length``). ``SampleQuality.collapsed`` is
+            either's flag; calibrated on the posterior suite (docs: "Is my posterior right?").
 
     Returns:
         A :class:`SampleQuality`.
@@ -388,6 +418,8 @@ def sample_quality(
         raise ValueError(f"the target's score is not finite at sample rows {rows} (first five shown)")
     kernel = as_kernel(kernel, IMQ())
     meta = dict(kind=kind, estimator=estimator, n=int(x.shape[0]), d=int(x.shape[1]), chains=int(chains))
+    if spread:
+        meta.update(_collapse_checks(tgt, x, scores, samples, chains, block_length, rng_key))
     if not test:
         fn = ksd if kind == "ksd" else kcc_sd
         return SampleQuality(discrepancy=float(fn(x, scores, kernel, estimator, block_size=block_size)), **meta)

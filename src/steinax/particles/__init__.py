@@ -8,10 +8,13 @@ from steinax.particles.mk_svgd import MKSVGD, MKState, mk_svgd, rbf_bandwidth_gr
 from steinax.particles.base import AbstractParticleMethod, ParticleState, StepInfo
 from steinax.particles.baselines import MAPAscent, map_ascent
 from steinax.particles.optim import ScaleByAdagradMomentumState, adagrad_momentum, scale_by_adagrad_momentum
+from steinax.particles.converge import ConvergenceWarning, run_until_converged
 from steinax.particles.run import DivergenceWarning, NonFiniteError, RunInterrupted, RunResult, Trace, run
 from steinax.particles.svgd import SVGD, svgd, svgd_direction
 
 __all__ = [
+    "ConvergenceWarning",
+    "run_until_converged",
     "AbstractParticleMethod",
     "ParticleState",
     "StepInfo",

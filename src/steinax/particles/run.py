@@ -84,6 +84,8 @@ class RunResult(eqx.Module):
         trace: a :class:`Trace`.
         state: the final :class:`~steinax.particles.ParticleState` (pass as ``initial_state`` to resume).
         wall_time: seconds for the whole call, compilation included when it happened.
+        converged: for ``steps=None`` runs, whether the stopping rule held; ``None`` for fixed-length runs.
+        convergence: for ``steps=None`` runs, ``{"steps", "delta", "learning_rate"}`` at the end.
     """
 
     particles: jax.Array
@@ -91,6 +93,8 @@ class RunResult(eqx.Module):
     trace: Trace
     state: ParticleState
     wall_time: float = eqx.field(static=True)
+    converged: bool | None = eqx.field(static=True, default=None)
+    convergence: dict | None = eqx.field(static=True, default=None)
 
     def to_datatree(self, var_name: str = "x"):
         """The samples as an ArviZ ``DataTree`` (one chain, particles as draws); needs ``arviz-base``.
@@ -302,8 +306,8 @@ def run(
     target,
     particles: jax.Array | None = None,
     *,
-    steps: int,
-    optimizer: optax.GradientTransformation,
+    steps: int | None = None,
+    optimizer: optax.GradientTransformation | None = None,
     rng_key: jax.Array,
     trace_every: int | None = None,
     diagnostic_kernel: AbstractKernel | None = None,
@@ -322,10 +326,14 @@ def run(
             any :class:`~steinax.targets.AbstractTarget` (minibatch or keyed scores,
             NumPyro models via :func:`steinax.targets.from_numpyro`).
         particles: ``[n, d]`` initial particles (float32 or float64, finite).
-        steps: number of steps (``>= 1``).
+        steps: number of steps (``>= 1``); ``None`` runs until the particles settle
+            (:func:`steinax.run_until_converged`: segments of 500 steps, at most 20000, the
+            stopping rule of :mod:`steinax.particles.converge`; ``result.converged`` says whether
+            it held, and a run that ends unconverged warns).
         optimizer: any optax optimizer; it receives ``-phi`` as the gradient
             (``optax.sgd(eps)`` gives ``x + eps * phi``; see also
-            :func:`steinax.adagrad_momentum`).
+            :func:`steinax.adagrad_momentum`). Default: Adam at 0.05 with an injectable learning
+            rate (:func:`steinax.particles.converge.default_optimizer`).
         rng_key: a JAX PRNG key; the run is deterministic given it.
         trace_every: record the trace every this many steps (default ``max(20, steps // 100)``,
             reduced to a divisor of ``checkpoint_every`` when that is given,
@@ -363,7 +371,18 @@ def run(
     Warns:
         DivergenceWarning: the trace's KSD is not finite, or the particles' largest coordinate grew
             more than ``DIVERGENCE_FACTOR`` = 1e6 times its start (finite but exploding particles).
+        ConvergenceWarning: the final trace KSD is 5 or more times the run's own minimum (the
+            optimizer does not settle), or a run with ``steps=None`` ended unconverged.
     """
+    from steinax.particles.converge import default_optimizer, run_until_converged, warn_if_unsettled
+
+    if steps is None:
+        return run_until_converged(
+            method, target, particles, rng_key=rng_key, optimizer=optimizer, trace_every=trace_every,
+            diagnostic_kernel=diagnostic_kernel, diagnostic_block_size=diagnostic_block_size,
+            diagnostic_points=diagnostic_points, initial_state=initial_state, progress=progress, checkpoint=checkpoint,
+            checkpoint_every=checkpoint_every)
+    optimizer = default_optimizer() if optimizer is None else optimizer
     t0 = time.perf_counter()
     if not isinstance(method, AbstractParticleMethod):
         raise TypeError(f"`method` must be a steinax particle method (e.g. steinax.svgd()); received {type(method).__name__}")
@@ -516,6 +535,7 @@ def run(
             f"interrupted (Ctrl-C) after step {int(state.step)} of {end_step}; `err.result` holds the particles "
             f"there (resume with initial_state=err.result.state)", int(state.step), result)
     _warn_if_diverging(trace)
+    warn_if_unsettled(trace)
     return result
 
 
