@@ -51,6 +51,8 @@ TINY = {
     "posteriors/make_references.py": ["--posteriors", "eight_schools_centered", "--chains", "2",
                                       "--warmup", "50", "--samples", "50"],
     "posteriors/diagnostic_calibration.py": ["--posteriors", "banana", "--subsets", "5"],
+    "posteriors/held_out.py": ["--models", "beta_binomial_pareto", "--methods", "svgd", "--particles", "20",
+                               "--max-steps", "500", "--nuts-warmup", "50", "--nuts-samples", "50"],
 }
 
 

@@ -88,7 +88,7 @@ def main(argv=None):
     axes[0].legend()
     axes[1].boxplot(all_gs, orientation="horizontal", tick_labels=labels)
     axes[1].axvline(0.0, color="k", lw=0.5)
-    axes[1].set_xlabel("relaxation check: spread growth after 100 MALA moves (0 for draws from the posterior)")
+    axes[1].set_xlabel("relaxation check: spread growth after 300 MALA moves (0 for draws from the posterior)")
     save_figure(fig, os.path.join(a.out, "calibration.png"))
     return 0
 

@@ -53,6 +53,9 @@ import numpy as np
 
 __all__ = ["RelaxationCheck", "relaxation_check", "RELAXATION_LEVEL"]
 
+DEFAULT_STEPS = 300
+"""MALA moves per particle. At 100 moves sliced SVGD's funnel particles (sd ratio 0.11) grew by only 0.19
+(p = 0.12); at 300 by 1.08 (p = 0.001); exact draws stayed put at both."""
 RELAXATION_LEVEL = 0.01
 """Flag when the sign-flip p-value of the spread's growth is below this."""
 TARGET_ACCEPTANCE = 0.574
@@ -152,7 +155,7 @@ def _sign_flip_p_values(u, key, n_flips: int, block_length: int):
     return (float((1 + jnp.sum(null >= stat)) / (n_flips + 1)), float((1 + jnp.sum(null <= stat)) / (n_flips + 1)))
 
 
-def relaxation_check(target, particles, *, steps: int = 100, level: float = RELAXATION_LEVEL,
+def relaxation_check(target, particles, *, steps: int = DEFAULT_STEPS, level: float = RELAXATION_LEVEL,
                      rng_key: jax.Array | None = None, n_flips: int = 2000, block_length: int = 1) -> RelaxationCheck:
     """Check particles (or draws) for collapse by moving them with MALA on the target (module docstring).
 

@@ -65,8 +65,13 @@ def _particle_method(name: str, steps: int):
     }[name]
 
 
-def evaluate(method: str, name: str, seed: int = 0, settings: SuiteSettings = SuiteSettings()) -> dict:
-    """Run ``method`` (one of :data:`METHODS`) on posterior ``name`` and return its metrics row."""
+def evaluate(method: str, name: str, seed: int = 0, settings: SuiteSettings = SuiteSettings(),
+             particles_dir: str | None = None) -> dict:
+    """Run ``method`` (one of :data:`METHODS`) on posterior ``name`` and return its metrics row.
+
+    With ``particles_dir``, the final particles (or draws) are also written there as
+    ``{name}__{method}__{seed}.npy`` (atomically), so a row can be scored again without rerunning.
+    """
     import steinax
     from steinax import stein
     from steinax.diagnostics import relaxation_check, spread_check
@@ -95,6 +100,8 @@ def evaluate(method: str, name: str, seed: int = 0, settings: SuiteSettings = Su
         x = np.asarray(res.particles)
         evals = n * settings.steps
     wall = time.perf_counter() - t0
+    if particles_dir is not None:
+        _save_particles(os.path.join(particles_dir, f"{name}__{method}__{seed}.npy"), x)
     xs = jnp.asarray(x, jnp.result_type(float))
     _, scores = evaluate_target(post.target, jax.random.key(0), xs)
     ksd = float(stein.ksd(xs, scores, IMQ(), "u"))  # every row alike: IMQ(1, -1/2), U-statistic (0 for exact draws)
@@ -110,6 +117,16 @@ def evaluate(method: str, name: str, seed: int = 0, settings: SuiteSettings = Su
         row["nuts_s_to_ess1000"] = round(nuts_seconds_to_ess(wall, info["min_ess_bulk"], settings.nuts_warmup,
                                                               settings.nuts_samples), 1)
     return row
+
+
+def _save_particles(path: str, x) -> None:
+    from steinax._io import atomic_write
+
+    def write(tmp):
+        with open(tmp, "wb") as f:  # a file object: np.save would append ".npy" to a bare name
+            np.save(f, np.asarray(x, np.float32))
+
+    atomic_write(path, write)
 
 
 FIELDS = ("posterior", "d", "method", "seed", "settings", "status", "wall_s", "score_evals", "mean_error_max",
@@ -129,7 +146,7 @@ def run_suite(names, methods, seeds, out_dir, settings: SuiteSettings = SuiteSet
             for seed in range(seeds):
                 if (name, method, str(seed), settings.tag()) in done:
                     continue
-                row = evaluate(method, name, seed, settings)
+                row = evaluate(method, name, seed, settings, particles_dir=os.path.join(out_dir, "particles"))
                 _append_row(path, {**row, "task": "posteriors", "dataset": name}, fields=FIELDS + ("task", "dataset"))
                 log(f"{name:26s} {method:14s} seed {seed}: max mean err {row['mean_error_max']:.2f} sd, "
                     f"sd ratio {row['sd_ratio_median']:.2f} (min {row['sd_ratio_min']:.2f}), "
