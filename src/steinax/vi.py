@@ -16,6 +16,7 @@ import jax.numpy as jnp
 
 from steinax._validation import check_particles
 from steinax.targets.base import as_target
+from steinax.targets.numpyro_adapter import flat_model
 
 __all__ = ["gaussian_vi"]
 
@@ -50,7 +51,6 @@ def gaussian_vi(
         (True, True)
     """
     import numpyro
-    import numpyro.distributions as dist
     from numpyro.infer import SVI, Trace_ELBO
     from numpyro.infer.autoguide import AutoMultivariateNormal, AutoNormal
     from numpyro.infer.initialization import init_to_value
@@ -69,13 +69,7 @@ def gaussian_vi(
     if not learning_rate > 0:
         raise ValueError(f"`learning_rate` must be positive; received {learning_rate!r}")
 
-    def model():
-        x = numpyro.sample("x", dist.ImproperUniform(dist.constraints.real_vector, (), (x0.shape[0],)))
-        # a NumPyro target's log-density runs its own model: block its sites from SVI's handlers, or the
-        # guide would fit them too (and a constrained site's log-det factor is met twice)
-        with numpyro.handlers.block():
-            logp = target.logdensity(x)
-        numpyro.factor("logp", logp)
+    model = flat_model(target.logdensity, x0.shape[0])  # the target's own NumPyro sites blocked from SVI
 
     guide_class = AutoMultivariateNormal if full_rank else AutoNormal
     guide = guide_class(model, **init)

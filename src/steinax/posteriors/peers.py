@@ -29,31 +29,15 @@ import numpy as np
 __all__ = ["PEERS", "nuts_seconds_to_ess"]
 
 
-def _flat_model(logdensity, d: int):
-    """A NumPyro model of one real ``[d]`` site whose density is ``logdensity`` (the suite's coordinates).
-
-    The site is declared ``Normal(0, 1)`` (so NumPyro can trace and initialise it) and a ``factor``
-    replaces that density by ``logdensity``: the model's density is exactly the target's.
-    """
-    import numpyro
-    import numpyro.distributions as dist
-
-    base = dist.Normal(0.0, 1.0).expand([d]).to_event(1)
-
-    def model():
-        x = numpyro.sample("x", base)
-        numpyro.factor("logdensity", logdensity(x) - base.log_prob(x))
-
-    return model
-
-
 def _numpyro_stein(post, key, settings, annealed: bool):
     import numpyro
     from numpyro.contrib.einstein import ASVGD, SVGD, RBFKernel
 
     import steinax
 
-    model = _flat_model(post.target.logdensity, post.dim)
+    from steinax.targets.numpyro_adapter import flat_model
+
+    model = flat_model(post.target.logdensity, post.dim)
     optim = numpyro.optim.optax_to_numpyro(steinax.adagrad_momentum(0.05))
     cls = ASVGD if annealed else SVGD
     stein = cls(model, optim, RBFKernel(), num_stein_particles=settings.particles)

@@ -104,6 +104,14 @@ def evaluate(method: str, name: str, seed: int = 0, settings: SuiteSettings = Su
         _save_particles(os.path.join(particles_dir, f"{name}__{method}__{seed}.npy"), x)
     xs = jnp.asarray(x, jnp.result_type(float))
     _, scores = evaluate_target(post.target, jax.random.key(0), xs)
+    bad = ~(np.all(np.isfinite(np.asarray(x)), axis=1) & np.all(np.isfinite(np.asarray(scores)), axis=1))
+    if bad.any():  # a peer that diverged without raising: a row that says so, flagged, never a crash
+        row = {"posterior": name, "d": post.dim, "method": method, "seed": seed, "settings": settings.tag(),
+               "status": f"non-finite output ({int(bad.sum())} of {bad.size} rows)", "wall_s": round(wall, 2),
+               "score_evals": evals, "ksd": np.nan, "spread_T": np.nan, "spread_cross": np.nan, "relax_growth": np.nan,
+               "relax_p": np.nan, "flagged": True, "mean_error_max": np.nan, "mean_error_median": np.nan,
+               "sd_ratio_median": np.nan, "sd_ratio_min": np.nan, "sinkhorn": np.nan}
+        return row
     ksd = float(stein.ksd(xs, scores, IMQ(), "u"))  # every row alike: IMQ(1, -1/2), U-statistic (0 for exact draws)
     check = spread_check(xs, scores)
     relax = relaxation_check(post.target, xs, rng_key=jax.random.fold_in(key, 2))
@@ -165,7 +173,8 @@ def summary_markdown(rows, settings: SuiteSettings) -> str:
         groups[(r["posterior"], r["method"])].append(r)
     methods = list(dict.fromkeys(r["method"] for r in rows))
     lines = [f"Setting: {settings.tag()}; from N(0, I) in the unconstrained space; cells: worst |mean error| (sds); "
-             "median sd ratio; flagged by the spread check (of seeds); wall s. Mean over seeds.", "",
+             "median sd ratio; flagged by either collapse check (of seeds); wall s. Mean over seeds; 'non-finite': the "
+             "method returned NaN/inf particles; 'diverged': a steinax run stopped at a non-finite step.", "",
              "| posterior | d | " + " | ".join(methods) + " |", "|---|---|" + "---|" * len(methods)]
     for name in dict.fromkeys(r["posterior"] for r in rows):
         cells = []
@@ -177,6 +186,10 @@ def summary_markdown(rows, settings: SuiteSettings) -> str:
             f = lambda k: np.mean([float(r[k]) for r in g])  # noqa: E731
             flags = sum(str(r["flagged"]) == "True" for r in g)
             capped = " capped" if any(r["status"] == "capped" for r in g) else ""
+            capped += " diverged" if any(r["status"].startswith("diverged") for r in g) else ""
+            if any(r["status"].startswith("non-finite") for r in g):
+                cells.append(f"non-finite; {flags}/{len(g)}; {f('wall_s'):.0f}")
+                continue
             cells.append(f"{f('mean_error_max'):.2f}; {f('sd_ratio_median'):.2f}; {flags}/{len(g)}; {f('wall_s'):.0f}{capped}")
         d = next(r["d"] for r in rows if r["posterior"] == name)
         lines.append(f"| {name} | {d} | " + " | ".join(cells) + " |")

@@ -20,7 +20,7 @@ from jax.flatten_util import ravel_pytree
 
 from steinax.targets.base import AbstractTarget
 
-__all__ = ["NumPyroTarget", "from_numpyro"]
+__all__ = ["NumPyroTarget", "from_numpyro", "flat_model"]
 
 
 class NumPyroTarget(AbstractTarget):
@@ -114,3 +114,28 @@ def from_numpyro(model, *model_args, rng_key: jax.Array | None = None, **model_k
         site_names=tuple(sorted(z0)),
         unconstrain_fn=lambda params: unconstrain_fn(model, model_args, model_kwargs, params),
     )
+
+
+def flat_model(logdensity: Callable, dim: int, site: str = "x"):
+    """A NumPyro model of one real ``[dim]`` site ``site`` whose density is ``logdensity`` (the inverse of
+    :func:`from_numpyro`, for NumPyro's inference algorithms: SVI, SteinVI).
+
+    The site is declared ``Normal(0, 1)`` (so NumPyro can trace and initialise it; an improper
+    site cannot be sampled by SteinVI's initialisation) and a ``factor`` replaces that density
+    by ``logdensity``: the model's density is exactly the target's. A NumPyro target's own
+    model runs under ``handlers.block``, so its sites do not reach the outer inference's
+    handlers (else a guide would fit them too, and a constrained site's log-det factor would
+    be met twice: "all sites must have unique names").
+    """
+    import numpyro
+    import numpyro.distributions as dist
+
+    base = dist.Normal(0.0, 1.0).expand([dim]).to_event(1)
+
+    def model():
+        x = numpyro.sample(site, base)
+        with numpyro.handlers.block():
+            logp = logdensity(x)
+        numpyro.factor(f"{site}_logdensity", logp - base.log_prob(x))
+
+    return model
