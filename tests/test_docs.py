@@ -35,9 +35,11 @@ def test_pages_with_code_are_found():
     assert sum(len(_blocks(p)) for p in PAGES) >= 10
 
 
-# the GP page trains several GPs (~45 s) and the getting-started page runs every method (~30 s): CI's slow
+# the GP page trains several GPs (~45 s), the getting-started page runs every method (~30 s) and the posteriors
+# page a run until settled and both collapse checks (~30 s): CI's slow
 # pass runs them, keeping the default suite under 10 minutes
-_SLOW_PAGES = {os.path.join("docs", "methods", "gp.md"), os.path.join("docs", "getting-started.md")}
+_SLOW_PAGES = {os.path.join("docs", "methods", "gp.md"), os.path.join("docs", "getting-started.md"),
+               os.path.join("docs", "posteriors.md")}
 
 
 @pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.slow) if p in _SLOW_PAGES else p for p in PAGES])
