@@ -74,3 +74,17 @@ def test_sample_quality_reports_both_collapse_checks():
     assert res.collapsed and res.spread.collapsed and res.relaxation.collapsed
     assert "relaxation:" in res.summary() and "COLLAPSED" in res.summary()
     assert sample_quality(_draws(jax.random.key(0), 200), _logp).collapsed is None  # not asked for
+
+
+@pytest.mark.slow  # compiles MALA (about 5 s): CI's slow pass
+def test_relaxation_is_untestable_where_mala_cannot_move():
+    """Particles spread 10^4 times wider than a stiff target: MALA's tuned step (at most ~10^-3 of its
+    start after the pilot) still rejects nearly every move. No decision, not a pass, and sample_quality
+    counts it as collapsed."""
+    def stiff(x):
+        return -0.5 * jnp.sum((x / 1e-4) ** 2)
+
+    x = jax.random.normal(jax.random.key(0), (50, 2))
+    res = relaxation_check(stiff, x)
+    assert res.untestable is not None and "UNTESTABLE" in res.summary()
+    assert not res.collapsed and not res.overdispersed and res.acceptance < 0.2

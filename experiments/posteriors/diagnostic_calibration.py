@@ -61,8 +61,8 @@ def main(argv=None):
             c = spread_check(xs, scores)
             r = relaxation_check(post.target, xs, rng_key=jax.random.key(i))
             spread_flags += c.collapsed
-            relax_flags += r.collapsed
-            flags += c.collapsed or r.collapsed
+            relax_flags += r.collapsed or r.untestable is not None
+            flags += c.collapsed or r.collapsed or r.untestable is not None
             ts.append(c.median_ratio)
             gs.append(r.growth)
         rate = flags / len(sets)

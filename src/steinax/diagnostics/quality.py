@@ -90,10 +90,13 @@ class SampleQuality(eqx.Module):
 
     @property
     def collapsed(self) -> bool | None:
-        """Either collapse check's flag (``None`` without ``spread=True``)."""
+        """Either collapse check's flag, or the relaxation check could not decide (``None`` without ``spread=True``).
+
+        An untestable relaxation check counts: particles where MALA cannot move are not certified.
+        """
         if self.spread is None:
             return None
-        return bool(self.spread.collapsed or self.relaxation.collapsed)
+        return bool(self.spread.collapsed or self.relaxation.collapsed or self.relaxation.untestable is not None)
 
     def summary(self) -> str:
         """A few lines for a terminal (the CLI prints this)."""

@@ -34,7 +34,9 @@ chains start again from the particles. The whitening and the step size are read 
 a small departure from exactness calibrated below.
 
 **Decision rule.** ``collapsed`` when the one-sided (growth) p-value is below ``level`` (default
-:data:`RELAXATION_LEVEL` = 0.01); ``overdispersed`` when the contraction p-value is. Calibrated in
+:data:`RELAXATION_LEVEL` = 0.01); ``overdispersed`` when the contraction p-value is; no decision
+(``untestable``, with the reason) when the measured chains accept fewer than
+:data:`MIN_ACCEPTANCE` of their moves. Calibrated in
 ``experiments/posteriors/diagnostic_calibration.py`` (200 disjoint 100-draw subsets of every suite
 reference) together with :func:`~steinax.diagnostics.spread_check`.
 
@@ -60,6 +62,9 @@ RELAXATION_LEVEL = 0.01
 """Flag when the sign-flip p-value of the spread's growth is below this."""
 TARGET_ACCEPTANCE = 0.574
 """MALA's optimal acceptance rate (Roberts & Rosenthal 1998), the pilot chains' target."""
+MIN_ACCEPTANCE = 0.2
+"""Below this mean acceptance the measured chains barely move (a stiff target at the particles: a funnel's
+neck), so a small growth says nothing: the check reports ``untestable`` instead of passing."""
 PILOT_ROUNDS = 6
 CHUNK = 10
 """MALA moves per compiled call: a pilot round is one call, the measured chains ``steps / CHUNK`` calls."""
@@ -79,6 +84,9 @@ class RelaxationCheck(eqx.Module):
         level: the level of both decisions.
         collapsed: ``p_value < level``.
         overdispersed: ``p_value_contraction < level``.
+        untestable: why no decision could be made (``None`` when it could): MALA accepted under
+            :data:`MIN_ACCEPTANCE` of its moves even at the tuned step size, so the particles did not
+            move enough to show a departure. Not a pass; the suite counts it as flagged.
     """
 
     growth: float
@@ -91,8 +99,11 @@ class RelaxationCheck(eqx.Module):
     level: float
     collapsed: bool
     overdispersed: bool
+    untestable: str | None = None
 
     def summary(self) -> str:
+        if self.untestable is not None:
+            return f"relaxation: UNTESTABLE, no decision: {self.untestable}"
         verdict = ("COLLAPSED: the spread grows under a sampler that leaves the target invariant (under-dispersed "
                    "or off-centre particles); more particles, another method, or NUTS" if self.collapsed else
                    "OVER-DISPERSED: the spread contracts under the target's sampler" if self.overdispersed else
@@ -219,7 +230,13 @@ def relaxation_check(target, particles, *, steps: int = DEFAULT_STEPS, level: fl
     change = _leave_one_out_change(z0, z1)
     u = jnp.mean(change, axis=1)
     p_grow, p_shrink = _sign_flip_p_values(u, key_flip, n_flips, int(block_length))
+    untestable = None
+    if float(acc) < MIN_ACCEPTANCE:
+        untestable = (f"MALA accepted {float(acc):.2f} of its moves at step {float(step):.3g} (whitened), so the "
+                      f"particles barely moved (growth {float(jnp.mean(u)):+.3f}): the target is stiff where they sit "
+                      "(a funnel's neck?). Do not read this as a pass: compare with NUTS or more particles")
     return RelaxationCheck(growth=float(jnp.mean(u)), coordinate_growth=jnp.mean(change, axis=0), p_value=p_grow,
                            p_value_contraction=p_shrink, step_size=float(step), acceptance=float(acc), steps=int(steps),
-                           level=float(level), collapsed=p_grow < level, overdispersed=p_shrink < level)
+                           level=float(level), collapsed=p_grow < level and untestable is None,
+                           overdispersed=p_shrink < level and untestable is None, untestable=untestable)
 

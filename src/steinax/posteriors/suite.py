@@ -73,17 +73,12 @@ def evaluate(method: str, name: str, seed: int = 0, settings: SuiteSettings = Su
     ``{name}__{method}__{seed}.npy`` (atomically), so a row can be scored again without rerunning.
     """
     import steinax
-    from steinax import stein
-    from steinax.diagnostics import relaxation_check, spread_check
-    from steinax.kernels import IMQ
-    from steinax.metrics.posterior import posterior_errors
     from steinax.posteriors import get
-    from steinax.targets.base import evaluate as evaluate_target
 
     if method not in METHODS:
         raise ValueError(f"`method` must be one of {METHODS}; received {method!r}")
     post = get(name)
-    ref = post.reference()
+    post.reference()  # a missing reference fails here, before the run
     key = jax.random.key(seed)
     n = settings.particles
     t0 = time.perf_counter()
@@ -102,29 +97,70 @@ def evaluate(method: str, name: str, seed: int = 0, settings: SuiteSettings = Su
     wall = time.perf_counter() - t0
     if particles_dir is not None:
         _save_particles(os.path.join(particles_dir, f"{name}__{method}__{seed}.npy"), x)
-    xs = jnp.asarray(x, jnp.result_type(float))
-    _, scores = evaluate_target(post.target, jax.random.key(0), xs)
-    bad = ~(np.all(np.isfinite(np.asarray(x)), axis=1) & np.all(np.isfinite(np.asarray(scores)), axis=1))
-    if bad.any():  # a peer that diverged without raising: a row that says so, flagged, never a crash
-        row = {"posterior": name, "d": post.dim, "method": method, "seed": seed, "settings": settings.tag(),
-               "status": f"non-finite output ({int(bad.sum())} of {bad.size} rows)", "wall_s": round(wall, 2),
-               "score_evals": evals, "ksd": np.nan, "spread_T": np.nan, "spread_cross": np.nan, "relax_growth": np.nan,
-               "relax_p": np.nan, "flagged": True, "mean_error_max": np.nan, "mean_error_median": np.nan,
-               "sd_ratio_median": np.nan, "sd_ratio_min": np.nan, "sinkhorn": np.nan}
-        return row
-    ksd = float(stein.ksd(xs, scores, IMQ(), "u"))  # every row alike: IMQ(1, -1/2), U-statistic (0 for exact draws)
-    check = spread_check(xs, scores)
-    relax = relaxation_check(post.target, xs, rng_key=jax.random.fold_in(key, 2))
     row = {"posterior": name, "d": post.dim, "method": method, "seed": seed, "settings": settings.tag(),
-           "status": "capped" if wall > settings.cap else status, "wall_s": round(wall, 2), "score_evals": evals,
-           "ksd": ksd, "spread_T": check.median_ratio, "spread_cross": check.cross, "relax_growth": relax.growth,
-           "relax_p": relax.p_value, "flagged": check.collapsed or relax.collapsed}
-    row.update(posterior_errors(x, ref))
+           "status": "capped" if wall > settings.cap else status, "wall_s": round(wall, 2), "score_evals": evals}
+    row.update(score_particles(post, x, jax.random.fold_in(key, 2)))
     if "min_ess_bulk" in info:  # NUTS: its ESS, and the wall time it would need for an ESS of 1000 (extrapolated)
         row["nuts_min_ess"] = info["min_ess_bulk"]
         row["nuts_s_to_ess1000"] = round(nuts_seconds_to_ess(wall, info["min_ess_bulk"], settings.nuts_warmup,
                                                               settings.nuts_samples), 1)
     return row
+
+
+NAN_SCORES = {k: np.nan for k in ("ksd", "spread_T", "spread_cross", "relax_growth", "relax_p", "relax_acceptance",
+                                   "mean_error_max", "mean_error_median", "sd_ratio_median", "sd_ratio_min", "sinkhorn")}
+
+
+def score_particles(post, x, rng_key) -> dict:
+    """The row's scores of particles (or draws) ``x`` on posterior ``post``: errors against the reference, the
+    squared KSD (IMQ(1, -1/2), U-statistic: 0 for exact draws, the same for every row) and both collapse
+    checks; ``flagged`` is either check's flag or an untestable relaxation check. Non-finite particles or
+    scores give a ``status`` that says so, NaN scores and ``flagged``, never an exception."""
+    from steinax import stein
+    from steinax.diagnostics import relaxation_check, spread_check
+    from steinax.kernels import IMQ
+    from steinax.metrics.posterior import posterior_errors
+    from steinax.targets.base import evaluate as evaluate_target
+
+    xs = jnp.asarray(x, jnp.result_type(float))
+    _, scores = evaluate_target(post.target, jax.random.key(0), xs)
+    bad = ~(np.all(np.isfinite(np.asarray(x)), axis=1) & np.all(np.isfinite(np.asarray(scores)), axis=1))
+    if bad.any():  # a peer that diverged without raising
+        return {**NAN_SCORES, "status": f"non-finite output ({int(bad.sum())} of {bad.size} rows)", "flagged": True}
+    check = spread_check(xs, scores)
+    relax = relaxation_check(post.target, xs, rng_key=rng_key)
+    return {"ksd": float(stein.ksd(xs, scores, IMQ(), "u")), "spread_T": check.median_ratio, "spread_cross": check.cross,
+            "relax_growth": relax.growth, "relax_p": relax.p_value, "relax_acceptance": relax.acceptance,
+            "flagged": check.collapsed or relax.collapsed or relax.untestable is not None,
+            **posterior_errors(x, post.reference())}
+
+
+def rescore(out_dir: str, settings: SuiteSettings = SuiteSettings(), log=print) -> list[dict]:
+    """Score every row of ``out_dir/results.csv`` again from its saved particles (after a change to the checks).
+
+    The runs are not repeated: wall time, score evaluations and NUTS's ESS are kept. Rows whose particles
+    were not saved are left as they are. Rewrites ``results.csv`` (atomically) and ``summary.md``.
+    """
+    from steinax.bench import _locked, _read_rows, _write_rows
+    from steinax.posteriors import get
+
+    path = os.path.join(out_dir, "results.csv")
+    with _locked(path):
+        rows = _read_rows(path)
+        for r in rows:
+            f = os.path.join(out_dir, "particles", f"{r['posterior']}__{r['method']}__{r['seed']}.npy")
+            if not os.path.exists(f):
+                continue
+            key = jax.random.fold_in(jax.random.key(int(r["seed"])), 2)
+            new = score_particles(get(r["posterior"]), np.load(f), key)
+            if "status" not in new and r["status"].startswith("non-finite"):
+                new["status"] = "ok"
+            r.update(new)
+            log(f"{r['posterior']:26s} {r['method']:14s} flagged {r['flagged']}")
+        _write_rows(path, rows, FIELDS + ("task", "dataset"))
+    done = [r for r in rows if r["settings"] == settings.tag()]
+    atomic_write_text(os.path.join(out_dir, "summary.md"), summary_markdown(done, settings))
+    return rows
 
 
 def _save_particles(path: str, x) -> None:
@@ -138,7 +174,7 @@ def _save_particles(path: str, x) -> None:
 
 
 FIELDS = ("posterior", "d", "method", "seed", "settings", "status", "wall_s", "score_evals", "mean_error_max",
-          "mean_error_median", "sd_ratio_median", "sd_ratio_min", "sinkhorn", "ksd", "spread_T", "spread_cross", "relax_growth", "relax_p", "flagged",
+          "mean_error_median", "sd_ratio_median", "sd_ratio_min", "sinkhorn", "ksd", "spread_T", "spread_cross", "relax_growth", "relax_p", "flagged", "relax_acceptance",
           "nuts_min_ess", "nuts_s_to_ess1000")
 
 
