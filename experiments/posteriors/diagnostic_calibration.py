@@ -54,7 +54,7 @@ def main(argv=None):
     worst, rows, all_ts, all_gs = 0.0, [], [], []
     for name in a.posteriors:
         post, sets = subsets_of(name, a.draws, a.subsets, a.size)
-        spread_flags, relax_flags, flags, ts, gs = 0, 0, 0, [], []
+        spread_flags, relax_flags, flags, ts, gs, accs = 0, 0, 0, [], [], []
         for i, s in enumerate(sets):
             xs = jnp.asarray(s, jnp.result_type(float))
             _, scores = evaluate(post.target, jax.random.key(0), xs)
@@ -65,6 +65,7 @@ def main(argv=None):
             flags += c.collapsed or r.collapsed or r.untestable is not None
             ts.append(c.median_ratio)
             gs.append(r.growth)
+            accs.append(r.acceptance)
         rate = flags / len(sets)
         worst = max(worst, rate)
         all_ts.append(ts)
@@ -72,10 +73,12 @@ def main(argv=None):
         rows.append({"posterior": name, "d": post.dim, "subsets": len(sets), "spread_flagged": spread_flags,
                      "relaxation_flagged": relax_flags, "flagged": flags,
                      "median_T_p5": np.percentile(ts, 5), "median_T_p95": np.percentile(ts, 95),
-                     "growth_p5": np.percentile(gs, 5), "growth_p95": np.percentile(gs, 95)})
+                     "growth_p5": np.percentile(gs, 5), "growth_p95": np.percentile(gs, 95),
+                     "min_acceptance": float(np.min(accs))})
         print(f"{name:28s} d={post.dim:4d} flagged {flags:3d}/{len(sets)} ({100 * rate:.1f}%; spread {spread_flags}, "
               f"relaxation {relax_flags})  median T_k {np.percentile(ts, 5):.2f}-{np.percentile(ts, 95):.2f} (5-95%)  "
-              f"growth {np.percentile(gs, 5):+.3f}..{np.percentile(gs, 95):+.3f}", flush=True)
+              f"growth {np.percentile(gs, 5):+.3f}..{np.percentile(gs, 95):+.3f}  min MALA acceptance {np.min(accs):.2f}",
+              flush=True)
     print(f"worst false-alarm rate (either check): {100 * worst:.1f}% (target <= 5%)")
     os.makedirs(a.out, exist_ok=True)
     write_csv_atomically(os.path.join(a.out, "calibration.csv"), rows)

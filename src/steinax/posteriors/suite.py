@@ -135,11 +135,13 @@ def score_particles(post, x, rng_key) -> dict:
             **posterior_errors(x, post.reference())}
 
 
-def rescore(out_dir: str, settings: SuiteSettings = SuiteSettings(), log=print) -> list[dict]:
+def rescore(out_dir: str, settings: SuiteSettings = SuiteSettings(), log=print, only_unscored: bool = False) -> list[dict]:
     """Score every row of ``out_dir/results.csv`` again from its saved particles (after a change to the checks).
 
     The runs are not repeated: wall time, score evaluations and NUTS's ESS are kept. Rows whose particles
-    were not saved are left as they are. Rewrites ``results.csv`` (atomically) and ``summary.md``.
+    were not saved are left as they are; with ``only_unscored``, so are rows that already have every
+    score column (rows written before a column was added are the ones rescored). Rewrites
+    ``results.csv`` (atomically) and ``summary.md``.
     """
     from steinax.bench import _locked, _read_rows, _write_rows
     from steinax.posteriors import get
@@ -149,7 +151,7 @@ def rescore(out_dir: str, settings: SuiteSettings = SuiteSettings(), log=print) 
         rows = _read_rows(path)
         for r in rows:
             f = os.path.join(out_dir, "particles", f"{r['posterior']}__{r['method']}__{r['seed']}.npy")
-            if not os.path.exists(f):
+            if not os.path.exists(f) or (only_unscored and all(str(r.get(k, "")) != "" for k in NAN_SCORES)):
                 continue
             key = jax.random.fold_in(jax.random.key(int(r["seed"])), 2)
             new = score_particles(get(r["posterior"]), np.load(f), key)
