@@ -41,7 +41,8 @@ def _numpyro_stein(post, key, settings, annealed: bool):
     optim = numpyro.optim.optax_to_numpyro(steinax.adagrad_momentum(0.05))
     cls = ASVGD if annealed else SVGD
     stein = cls(model, optim, RBFKernel(), num_stein_particles=settings.particles)
-    result = stein.run(key, settings.steps, progress_bar=False)
+    with jax.numpy_rank_promotion("allow"):  # NumPyro's internals broadcast implicitly
+        result = stein.run(key, settings.steps, progress_bar=False)
     x = np.asarray(result.params["x_auto_loc"]).reshape(settings.particles, post.dim)
     return x, settings.particles * settings.steps, {}
 
@@ -76,8 +77,9 @@ def pathfinder(post, key, settings):
 
     k_init, k_fit, k_draw = jax.random.split(key, 3)
     x0 = post.init(k_init, 1)[0]
-    state, info = blackjax.vi.pathfinder.approximate(k_fit, post.target.logdensity, x0)
-    draws = blackjax.vi.pathfinder.sample(k_draw, state, settings.particles)
+    with jax.numpy_rank_promotion("allow"):  # BlackJAX's internals broadcast implicitly
+        state, info = blackjax.vi.pathfinder.approximate(k_fit, post.target.logdensity, x0)
+        draws = blackjax.vi.pathfinder.sample(k_draw, state, settings.particles)
     draws = draws[0] if isinstance(draws, tuple) else draws
     # L-BFGS iterates: a lower bound on the gradient evaluations (line searches add some; each iterate's
     # ELBO also costs 200 log-density evaluations)
