@@ -12,8 +12,9 @@ per-coordinate means and sds are compared with the previous segment's:
 **Stopping rule.** Converged when ``Delta < tol`` (default 0.05: no coordinate's mean moved by
 5% of its sd and no sd changed by 5% over the last segment). Otherwise, when the segment's trace
 KSD has stopped falling (its last quarter's mean is above half its first quarter's) the particles
-are jittering at the optimizer's step rather than travelling, and the learning rate is halved
-(an ``optax.inject_hyperparams`` optimizer, as the default is; another optimizer keeps its step).
+are jittering at the optimizer's step rather than travelling, and the learning rate is halved, down
+to 1/64 of the default (an ``optax.inject_hyperparams`` optimizer, as the default is; another
+optimizer keeps its step): a vanishing step would freeze the particles and pass the rule unsettled.
 A run that reaches ``max_steps`` unconverged warns (:class:`ConvergenceWarning`) with ``Delta``.
 
 **Default optimizer** (``optimizer=None`` in :func:`steinax.run`): Adam at learning rate
@@ -41,6 +42,9 @@ DEFAULT_LEARNING_RATE = 0.05
 DEFAULT_MAX_STEPS = 20000
 DEFAULT_CHECK_EVERY = 500
 DEFAULT_TOL = 0.05
+MIN_LEARNING_RATE_FACTOR = 1.0 / 64.0
+"""The halving stops at this fraction of the default rate: particles frozen by a vanishing step would pass
+the moment rule without having settled."""
 UNSETTLED_FACTOR = 5.0
 """A fixed-length run warns when its final trace KSD is at least this many times its minimum."""
 
@@ -73,14 +77,15 @@ def _plateaued(ksd) -> bool:
     return bool(np.mean(k[-q:]) > 0.5 * np.mean(k[:q]))
 
 
-def _halve_learning_rate(state):
+def _halve_learning_rate(state, floor: float):
+    """``state`` with its injected learning rate halved, not below ``floor`` (unchanged without one)."""
     opt = state.opt_state
     hyper = getattr(opt, "hyperparams", None)
     if not isinstance(hyper, dict) or "learning_rate" not in hyper:
-        return state, False
-    hyper = {**hyper, "learning_rate": hyper["learning_rate"] * 0.5}
-    return type(state)(particles=state.particles, opt_state=opt._replace(hyperparams=hyper), aux=state.aux,
-                       step=state.step), True
+        return state
+    lr = jnp.maximum(hyper["learning_rate"] * 0.5, floor)
+    return type(state)(particles=state.particles, opt_state=opt._replace(hyperparams={**hyper, "learning_rate": lr}),
+                       aux=state.aux, step=state.step)
 
 
 def run_until_converged(method, target, particles, *, rng_key, optimizer=None, max_steps: int = DEFAULT_MAX_STEPS,
@@ -90,7 +95,7 @@ def run_until_converged(method, target, particles, *, rng_key, optimizer=None, m
     Returns the :class:`~steinax.RunResult` of the whole run (its trace joined across segments) with
     ``converged``, ``convergence`` (``{"steps", "delta", "learning_rate"}``) filled in.
     """
-    from steinax.particles.run import RunResult, Trace, _positive_int, run
+    from steinax.particles.run import RunResult, _positive_int, run
 
     max_steps = _positive_int(max_steps, "max_steps")
     check_every = _positive_int(check_every, "check_every")
@@ -116,7 +121,7 @@ def run_until_converged(method, target, particles, *, rng_key, optimizer=None, m
             break
         state = result.state
         if _plateaued(result.trace.ksd):
-            state, _ = _halve_learning_rate(state)
+            state = _halve_learning_rate(state, MIN_LEARNING_RATE_FACTOR * DEFAULT_LEARNING_RATE)
         kwargs = {**run_kwargs, "initial_state": state}
         result = segment_run(None, jax.random.fold_in(rng_key, segment), **kwargs)
         traces.append(result.trace[1:])  # its first record repeats the previous segment's last
@@ -133,8 +138,7 @@ def run_until_converged(method, target, particles, *, rng_key, optimizer=None, m
                       f"steps a particle mean or sd still moved by {delta:.3g} sds (tolerance {tol}); the particles are "
                       "not a settled approximation. Raise max_steps, lower the learning rate, or check with "
                       "steinax.diagnostics.sample_quality(..., spread=True)", ConvergenceWarning, stacklevel=3)
-    return RunResult(particles=result.particles, samples=result.samples, trace=Trace(*[getattr(trace, f) for f in
-                     ("step", "ksd", "direction_norm", "method", "max_abs")]), state=result.state, wall_time=wall,
+    return RunResult(particles=result.particles, samples=result.samples, trace=trace, state=result.state, wall_time=wall,
                      converged=converged, convergence=info)
 
 
