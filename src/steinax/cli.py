@@ -293,7 +293,8 @@ def main(argv=None) -> int:
     p_ksd.add_argument("--var-names", nargs="+", default=None, help="posterior variables of a NetCDF file, in order")
     p_ksd.add_argument("--no-test", action="store_true", help="print the discrepancy only")
     p_ksd.add_argument("--spread", action="store_true",
-                       help="also run the collapse checks (spread_check, relaxation_check): under-dispersed samples")
+                       help="also run the collapse checks (spread_check, relaxation_check: under-dispersed samples) and the "
+                            "missing-mode check (mode_check)")
     p_ksd.add_argument("--wild-bootstrap", choices=["auto", "iid", "dependent"], default="auto",
                        help="auto: dependent (autocorrelated chains) for chain-shaped samples, i.i.d. otherwise")
     p_ksd.add_argument("--block-length", default="auto", help="dependent bootstrap block length (integer >= 2 or auto)")

@@ -40,6 +40,7 @@ import csv
 import equinox as eqx
 
 from steinax._validation import check_particles
+from steinax.diagnostics.modes import ModeCheck, mode_check
 from steinax.diagnostics.relaxation import RelaxationCheck, relaxation_check
 from steinax.diagnostics.spread import SpreadCheck, spread_check
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel
@@ -68,6 +69,7 @@ class SampleQuality(eqx.Module):
         test: the :class:`~steinax.stein.GofResult` when a test was asked for, else ``None``.
         spread, relaxation: the collapse checks (:class:`~steinax.diagnostics.SpreadCheck`,
             :class:`~steinax.diagnostics.RelaxationCheck`) when ``spread=True``, else ``None``.
+        modes: the missing-mode check (:class:`~steinax.diagnostics.ModeCheck`) when ``spread=True``.
     """
 
     discrepancy: float
@@ -79,6 +81,7 @@ class SampleQuality(eqx.Module):
     test: GofResult | None = None
     spread: SpreadCheck | None = None
     relaxation: RelaxationCheck | None = None
+    modes: ModeCheck | None = None
 
     @property
     def p_value(self) -> float | None:
@@ -98,6 +101,13 @@ class SampleQuality(eqx.Module):
             return None
         return bool(self.spread.collapsed or self.relaxation.collapsed or self.relaxation.untestable is not None)
 
+    @property
+    def flagged(self) -> bool | None:
+        """:attr:`collapsed` or a missing / under-populated mode (``None`` without ``spread=True``): do not trust these samples."""
+        if self.spread is None:
+            return None
+        return bool(self.collapsed or self.modes.mismatch)
+
     def summary(self) -> str:
         """A few lines for a terminal (the CLI prints this)."""
         name = self.kind.upper().replace("_", "-")
@@ -114,7 +124,7 @@ class SampleQuality(eqx.Module):
                     f"threshold {float(t.threshold):.6g}, p-value {float(t.p_value):.4g} -> {verdict} H0: samples ~ target"
                 )
         if self.spread is not None:
-            lines += [self.spread.summary(), self.relaxation.summary()]
+            lines += [self.spread.summary(), self.relaxation.summary(), self.modes.summary()]
         if self.estimator == "u":
             lines.append("(U-statistic: unbiased, about 0 for exact samples, may be negative; a run's trace "
                          "(steinax.run) records the V-statistic, which adds the diagonal and is larger)")
@@ -122,12 +132,13 @@ class SampleQuality(eqx.Module):
 
 
 def _collapse_checks(target, x, scores, samples, chains, block_length, rng_key) -> dict:
-    """``spread`` and ``relaxation`` for :func:`sample_quality` (sign flips in blocks for chain output)."""
+    """``spread``, ``relaxation`` and ``modes`` for :func:`sample_quality` (sign flips in blocks for chain output)."""
     from steinax.stein.gof import resolve_block_length
 
     blocks = resolve_block_length(block_length, x, chains) if _is_chains(samples, chains) else 1
     key = jax.random.key(0) if rng_key is None else jax.random.fold_in(rng_key, 7)
-    return {"spread": spread_check(x, scores), "relaxation": relaxation_check(target, x, rng_key=key, block_length=blocks)}
+    return {"spread": spread_check(x, scores), "relaxation": relaxation_check(target, x, rng_key=key, block_length=blocks),
+            "modes": mode_check(target, x, rng_key=jax.random.fold_in(key, 1))}
 
 
 def as_sample_array(samples, var_names=None) -> np.ndarray:
@@ -383,8 +394,10 @@ def sample_quality(
         spread: also run the two collapse checks that need no ground truth,
             :func:`~steinax.diagnostics.spread_check` (the samples' scores) and
             :func:`~steinax.diagnostics.relaxation_check` (MALA moves on the target; for chain-shaped
-            input its sign flips act on blocks of ``block_length``). ``SampleQuality.collapsed`` is
-            either's flag; calibrated on the posterior suite (docs: "Is my posterior right?").
+            input its sign flips act on blocks of ``block_length``), and the missing-mode check
+            :func:`~steinax.diagnostics.mode_check` (on at most 500 evenly thinned samples). ``SampleQuality.collapsed`` is the collapse checks' flag,
+            ``SampleQuality.flagged`` adds a mode mismatch; calibrated on the posterior suite (docs:
+            "Is my posterior right?").
 
     Returns:
         A :class:`SampleQuality`.

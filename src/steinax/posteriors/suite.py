@@ -16,7 +16,8 @@ peers of :mod:`steinax.posteriors.peers`: ``nuts`` (NumPyro, 4 chains, with its 
 ESS and the wall time extrapolated to an ESS of 1000), ``vi`` (full-rank Gaussian VI),
 ``numpyro_svgd``, ``numpyro_asvgd``, ``blackjax_svgd`` and ``pathfinder`` (BlackJAX).
 Each run is also checked by both collapse diagnostics (:func:`~steinax.diagnostics.spread_check`,
-:func:`~steinax.diagnostics.relaxation_check`); ``flagged`` is either's flag.
+:func:`~steinax.diagnostics.relaxation_check`) and the missing-mode check
+(:func:`~steinax.diagnostics.mode_check`); ``flagged`` is any one's flag.
 """
 
 from __future__ import annotations
@@ -108,16 +109,18 @@ def evaluate(method: str, name: str, seed: int = 0, settings: SuiteSettings = Su
 
 
 NAN_SCORES = {k: np.nan for k in ("ksd", "spread_T", "spread_cross", "relax_growth", "relax_p", "relax_acceptance",
+                                   "relax_p_contraction", "overdispersed", "modes_found", "mode_p", "mode_mismatch",
                                    "mean_error_max", "mean_error_median", "sd_ratio_median", "sd_ratio_min", "sinkhorn")}
 
 
 def score_particles(post, x, rng_key) -> dict:
     """The row's scores of particles (or draws) ``x`` on posterior ``post``: errors against the reference, the
-    squared KSD (IMQ(1, -1/2), U-statistic: 0 for exact draws, the same for every row) and both collapse
-    checks; ``flagged`` is either check's flag or an untestable relaxation check. Non-finite particles or
+    squared KSD (IMQ(1, -1/2), U-statistic: 0 for exact draws, the same for every row), both collapse
+    checks and the missing-mode check (on at most 500 evenly thinned rows); ``flagged`` is any check's flag or an
+    untestable relaxation check. Over-dispersion (the relaxation check's contraction) is its own column. Non-finite particles or
     scores give a ``status`` that says so, NaN scores and ``flagged``, never an exception."""
     from steinax import stein
-    from steinax.diagnostics import relaxation_check, spread_check
+    from steinax.diagnostics import mode_check, relaxation_check, spread_check
     from steinax.kernels import IMQ
     from steinax.metrics.posterior import posterior_errors
     from steinax.targets.base import evaluate as evaluate_target
@@ -129,9 +132,12 @@ def score_particles(post, x, rng_key) -> dict:
         return {**NAN_SCORES, "status": f"non-finite output ({int(bad.sum())} of {bad.size} rows)", "flagged": True}
     check = spread_check(xs, scores)
     relax = relaxation_check(post.target, xs, rng_key=rng_key)
+    modes = mode_check(post.target, xs, rng_key=jax.random.fold_in(rng_key, 1))
     return {"ksd": float(stein.ksd(xs, scores, IMQ(), "u")), "spread_T": check.median_ratio, "spread_cross": check.cross,
             "relax_growth": relax.growth, "relax_p": relax.p_value, "relax_acceptance": relax.acceptance,
-            "flagged": check.collapsed or relax.collapsed or relax.untestable is not None,
+            "relax_p_contraction": relax.p_value_contraction, "overdispersed": relax.overdispersed,
+            "modes_found": int(modes.shares.shape[0]), "mode_p": modes.p_value, "mode_mismatch": modes.mismatch,
+            "flagged": check.collapsed or relax.collapsed or relax.untestable is not None or modes.mismatch,
             **posterior_errors(x, post.reference())}
 
 
@@ -177,7 +183,8 @@ def _save_particles(path: str, x) -> None:
 
 FIELDS = ("posterior", "d", "method", "seed", "settings", "status", "wall_s", "score_evals", "mean_error_max",
           "mean_error_median", "sd_ratio_median", "sd_ratio_min", "sinkhorn", "ksd", "spread_T", "spread_cross", "relax_growth", "relax_p", "flagged", "relax_acceptance",
-          "nuts_min_ess", "nuts_s_to_ess1000")
+          "nuts_min_ess", "nuts_s_to_ess1000", "relax_p_contraction", "overdispersed", "modes_found", "mode_p",
+          "mode_mismatch")
 
 
 def run_suite(names, methods, seeds, out_dir, settings: SuiteSettings = SuiteSettings(), log=print) -> list[dict]:
