@@ -79,10 +79,11 @@ def save_npz_atomically(path: str, arrays: dict) -> None:
     atomic_write(path, write)
 
 
-def run_steingp(target, key, num_particles: int, steps: int, learning_rate: float):
+def run_steingp(target, key, num_particles: int, steps: int, learning_rate: float, method=None, optimizer=None):
     """SteinGP-J as the Stein-GP experiments run it: SVGD (median-rule RBF) with AdaGrad-momentum from
     ``num_particles`` prior draws (key ``fold_in(key, 10 + J)``); ``(particles, seconds)``, the seconds
-    counted until the particles are on hand."""
+    counted until the particles are on hand. ``method`` and ``optimizer`` replace SVGD and AdaGrad-momentum
+    (the posterior suite's recommended method, for instance)."""
     import time
 
     import jax
@@ -91,7 +92,8 @@ def run_steingp(target, key, num_particles: int, steps: int, learning_rate: floa
 
     t0 = time.perf_counter()
     x0 = target.init_particles(jax.random.fold_in(key, 10 + num_particles), num_particles)
-    res = steinax.run(steinax.svgd(), target, x0, steps=steps, optimizer=steinax.adagrad_momentum(learning_rate),
+    res = steinax.run(method or steinax.svgd(), target, x0, steps=steps,
+                      optimizer=optimizer or steinax.adagrad_momentum(learning_rate),
                       rng_key=key, progress=False, trace_every=steps)
     particles = jax.block_until_ready(res.particles)
     return particles, time.perf_counter() - t0

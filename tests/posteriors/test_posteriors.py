@@ -97,7 +97,7 @@ def test_annealed_direction_is_the_base_direction_at_scaled_scores():
 
 @pytest.mark.slow  # every method and peer on the banana, tiny settings (about 1.5 min): CI's slow pass
 def test_suite_rows_for_every_method_and_peer():
-    from steinax.posteriors.suite import METHODS, SuiteSettings, evaluate
+    from steinax.posteriors.suite import FIELDS, METHODS, SuiteSettings, evaluate
 
     settings = SuiteSettings(particles=20, steps=30, nuts_warmup=30, nuts_samples=30)
     for method in METHODS:
@@ -105,6 +105,8 @@ def test_suite_rows_for_every_method_and_peer():
         assert row["status"] == "ok" and row["d"] == 2 and np.isfinite(row["sd_ratio_median"]), (method, row)
         assert np.isfinite(row["ksd"]) and np.isfinite(row["relax_growth"]) and row["score_evals"] > 0, (method, row)
         assert ("nuts_s_to_ess1000" in row) == (method == "nuts"), method
+        assert row["modes_found"] in (0, 1) and row["mode_p"] == 1.0 and not row["mode_mismatch"], (method, row)
+        assert set(row) <= set(FIELDS), set(row) - set(FIELDS)
     with pytest.raises(ValueError, match="`method` must be one of"):
         evaluate("nope", "banana")
     with pytest.raises(ValueError, match="`name` must be one of"):

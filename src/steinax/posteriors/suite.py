@@ -34,7 +34,7 @@ import optax
 from steinax._io import atomic_write_text
 from steinax.posteriors.peers import PEERS, nuts_seconds_to_ess
 
-__all__ = ["METHODS", "SuiteSettings", "evaluate", "run_suite"]
+__all__ = ["METHODS", "SuiteSettings", "evaluate", "particle_method", "run_suite"]
 
 STEINAX_METHODS = ("svgd", "mk_svgd", "cc_svgd", "map", "annealed_svgd", "sliced_svgd")
 METHODS = STEINAX_METHODS + tuple(PEERS)
@@ -52,7 +52,8 @@ class SuiteSettings:
         return f"n={self.particles},steps={self.steps},nuts={self.nuts_warmup}+{self.nuts_samples}"
 
 
-def _particle_method(name: str, steps: int):
+def particle_method(name: str, steps: int):
+    """``(method, optimizer)`` of steinax method ``name`` (one of :data:`STEINAX_METHODS`) as the suite runs it."""
     import steinax
 
     readme = steinax.adagrad_momentum(0.05)
@@ -87,7 +88,7 @@ def evaluate(method: str, name: str, seed: int = 0, settings: SuiteSettings = Su
     if method in PEERS:
         x, evals, info = PEERS[method](post, key, settings)
     else:
-        m, opt = _particle_method(method, settings.steps)
+        m, opt = particle_method(method, settings.steps)
         try:
             res = steinax.run(m, post.target, post.init(key, n), steps=settings.steps, optimizer=opt,
                               rng_key=jax.random.fold_in(key, 1), progress=False)
