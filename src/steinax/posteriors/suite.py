@@ -121,7 +121,7 @@ def score_particles(post, x, rng_key) -> dict:
     untestable relaxation check. Over-dispersion (the relaxation check's contraction) is its own column. Non-finite particles or
     scores give a ``status`` that says so, NaN scores and ``flagged``, never an exception."""
     from steinax import stein
-    from steinax.diagnostics import mode_check, relaxation_check, spread_check
+    from steinax.diagnostics import relaxation_check, spread_check
     from steinax.kernels import IMQ
     from steinax.metrics.posterior import posterior_errors
     from steinax.targets.base import evaluate as evaluate_target
@@ -133,16 +133,24 @@ def score_particles(post, x, rng_key) -> dict:
         return {**NAN_SCORES, "status": f"non-finite output ({int(bad.sum())} of {bad.size} rows)", "flagged": True}
     check = spread_check(xs, scores)
     relax = relaxation_check(post.target, xs, rng_key=rng_key)
-    modes = mode_check(post.target, xs, rng_key=jax.random.fold_in(rng_key, 1))
+    modes = mode_scores(post, xs, rng_key)
     return {"ksd": float(stein.ksd(xs, scores, IMQ(), "u")), "spread_T": check.median_ratio, "spread_cross": check.cross,
             "relax_growth": relax.growth, "relax_p": relax.p_value, "relax_acceptance": relax.acceptance,
-            "relax_p_contraction": relax.p_value_contraction, "overdispersed": relax.overdispersed,
-            "modes_found": int(modes.shares.shape[0]), "mode_p": modes.p_value, "mode_mismatch": modes.mismatch,
-            "flagged": check.collapsed or relax.collapsed or relax.untestable is not None or modes.mismatch,
+            "relax_p_contraction": relax.p_value_contraction, "overdispersed": relax.overdispersed, **modes,
+            "flagged": check.collapsed or relax.collapsed or relax.untestable is not None or modes["mode_mismatch"],
             **posterior_errors(x, post.reference())}
 
 
-def rescore(out_dir: str, settings: SuiteSettings = SuiteSettings(), log=print, only_unscored: bool = False) -> list[dict]:
+def mode_scores(post, xs, rng_key) -> dict:
+    """The row's missing-mode columns (:func:`~steinax.diagnostics.mode_check` on at most 500 evenly thinned rows)."""
+    from steinax.diagnostics import mode_check
+
+    modes = mode_check(post.target, xs, rng_key=jax.random.fold_in(rng_key, 1))
+    return {"modes_found": int(modes.shares.shape[0]), "mode_p": modes.p_value, "mode_mismatch": modes.mismatch}
+
+
+def rescore(out_dir: str, settings: SuiteSettings = SuiteSettings(), log=print, only_unscored: bool = False,
+            modes_only: bool = False) -> list[dict]:
     """Score every row of ``out_dir/results.csv`` again from its saved particles (after a change to the checks).
 
     The runs are not repeated: wall time, score evaluations and NUTS's ESS are kept. Rows whose particles
@@ -161,6 +169,15 @@ def rescore(out_dir: str, settings: SuiteSettings = SuiteSettings(), log=print, 
             if not os.path.exists(f) or (only_unscored and all(str(r.get(k, "")) != "" for k in NAN_SCORES)):
                 continue
             key = jax.random.fold_in(jax.random.key(int(r["seed"])), 2)
+            if modes_only:
+                if str(r.get("mode_p", "")) not in ("", "nan") or r["status"].startswith("non-finite"):
+                    continue
+                new = mode_scores(get(r["posterior"]), jnp.asarray(np.load(f), jnp.result_type(float)), key)
+                new["flagged"] = str(r["flagged"]) == "True" or new["mode_mismatch"]
+                r.update(new)
+                log(f"{r['posterior']:26s} {r['method']:14s} modes {new['modes_found']} p {new['mode_p']:.3g} "
+                    f"flagged {r['flagged']}")
+                continue
             new = score_particles(get(r["posterior"]), np.load(f), key)
             if "status" not in new and r["status"].startswith("non-finite"):
                 new["status"] = "ok"
@@ -219,7 +236,7 @@ def summary_markdown(rows, settings: SuiteSettings) -> str:
         groups[(r["posterior"], r["method"])].append(r)
     methods = list(dict.fromkeys(r["method"] for r in rows))
     lines = [f"Setting: {settings.tag()}; from N(0, I) in the unconstrained space; cells: worst |mean error| (sds); "
-             "median sd ratio; flagged by either collapse check (of seeds); wall s. Mean over seeds; 'non-finite': the "
+             "median sd ratio; flagged by any no-ground-truth check (collapse or missing mode; of seeds); wall s. Mean over seeds; 'non-finite': the "
              "method returned NaN/inf particles; 'diverged': a steinax run stopped at a non-finite step.", "",
              "| posterior | d | " + " | ".join(methods) + " |", "|---|---|" + "---|" * len(methods)]
     for name in dict.fromkeys(r["posterior"] for r in rows):
