@@ -13,12 +13,12 @@ compares the modes, and a search started away from the particles finds modes the
    (the particles' mean and per-coordinate sd, widened ``inflate`` times), ascends the log-density
    (Adam in coordinates whitened by the particles' mean and sd; the step decays from 0.1 to 0.001
    over ``ascent_steps``). The ascent's end points are grouped greedily, highest log-density
-   first: each group's best point is refined by Newton steps to a mode ``m`` with negative-definite
-   Hessian ``H``, and takes the end points within ``(z - m)^T (-H) (z - m) < d`` of it (one
-   typical-set radius of the mode's Laplace approximation). A group whose Newton decrement does
-   not fall below :data:`SETTLED_DECREMENT` per coordinate (no mode: a funnel's neck, where the
-   density grows without bound or the curvature overflows) is *unsettled*, and its particles are
-   left unassigned.
+   first: the best ungrouped end point is refined by Newton steps to a mode ``m`` with
+   negative-definite Hessian ``H``, and takes the end points within ``(z - m)^T (-H) (z - m) < d``
+   of it (one typical-set radius of the mode's Laplace approximation). An end point whose Newton
+   decrement does not fall below :data:`SETTLED_DECREMENT` per coordinate (no mode: a funnel's neck,
+   where the density grows without bound or the curvature overflows) is *unsettled* and takes no
+   others (its Hessian may be indefinite); particles in no mode's group are left unassigned.
 2. *Masses.* Each settled mode's mass is its Laplace approximation,
    ``log Z_k = log p(m_k) + (d/2) log(2 pi) - (1/2) log det(-H_k)``, and its share
    ``pi_k = Z_k / sum_j Z_j`` over the settled modes.
@@ -175,29 +175,17 @@ def mode_check(target, particles, *, n_starts: int = 64, inflate: float = 4.0, a
     """
     from scipy import stats
 
-    from steinax._validation import check_particles
-    from steinax.targets.base import as_target, check_target
+    from steinax.diagnostics._checks import checked_inputs, whitening
 
-    target = as_target(target)
-    x = check_particles(particles)
-    n, d = x.shape
-    if n < 10:
-        raise ValueError(f"`particles` must have at least 10 rows for the mode check; received {n}")
-    for name, value, low in (("n_starts", n_starts, 0), ("ascent_steps", ascent_steps, 1), ("max_rows", max_rows, 10)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"`{name}` must be an integer >= {low}; received {value!r}")
     if not (np.isfinite(inflate) and inflate > 0):
         raise ValueError(f"`inflate` must be a positive number; received {inflate!r}")
-    if not 0.0 < float(level) < 1.0:
-        raise ValueError(f"`level` must be in (0, 1); received {level!r}")
-    rng_key = jax.random.key(0) if rng_key is None else rng_key
-    check_target(target, rng_key, x)
+    target, x, rng_key = checked_inputs(target, particles, rng_key, level, "mode check", n_starts=(n_starts, 0),
+                                        ascent_steps=(ascent_steps, 1), max_rows=(max_rows, 10))
+    n, d = x.shape
     x = x[np.linspace(0, n - 1, min(n, int(max_rows))).astype(int)]
     n = x.shape[0]
 
-    center = jnp.mean(x, axis=0)
-    floor = jnp.sqrt(jnp.finfo(x.dtype).eps) * (1.0 + jnp.abs(center))
-    scale = jnp.maximum(jnp.std(x, axis=0), floor)
+    center, scale = whitening(x)
     starts = jnp.concatenate([(x - center[None]) / scale[None],
                               inflate * jax.random.normal(rng_key, (int(n_starts), d), x.dtype)])
     ends = _ascend_jit(target, center, scale, starts, int(ascent_steps))
@@ -214,21 +202,19 @@ def mode_check(target, particles, *, n_starts: int = 64, inflate: float = 4.0, a
         best = free[np.argmax(logp[free])]
         m, fm, neg_h, dec, logdet = (np.asarray(a, np.float64) for a in _refine_jit(target, center, scale, ends[best]))
         settled = bool(np.isfinite(dec) and np.isfinite(logdet) and np.isfinite(fm) and dec < SETTLED_DECREMENT * d)
+        if not settled:  # -H may be indefinite there: its quadratic form says nothing about who else belongs
+            group[best] = -2
+            continue
         delta = ends_np[free] - m[None]
-        dist = np.einsum("ij,jk,ik->i", delta, neg_h, delta) if np.all(np.isfinite(neg_h)) else np.full(free.size, np.inf)
-        members = free[dist < d]
-        members = np.union1d(members, [best])
-        if settled:
-            # a mode already found (two groups refined to one point) is merged, not counted twice
-            same = [k for k, mk in enumerate(modes) if float((mk - m) @ neg_h @ (mk - m)) < d]
-            if same:
-                group[members] = same[0]
-                continue
-            group[members] = len(modes)
-            modes.append(m)
-            log_mass.append(fm + 0.5 * d * np.log(2 * np.pi) - 0.5 * logdet)
-        else:
-            group[members] = -2
+        members = np.union1d(free[np.einsum("ij,jk,ik->i", delta, neg_h, delta) < d], [best])
+        # a mode already found (two groups refined to one point) is merged, not counted twice
+        same = [k for k, mk in enumerate(modes) if float((mk - m) @ neg_h @ (mk - m)) < d]
+        if same:
+            group[members] = same[0]
+            continue
+        group[members] = len(modes)
+        modes.append(m)
+        log_mass.append(fm + 0.5 * d * np.log(2 * np.pi) - 0.5 * logdet)
     k = len(modes)
     particle_group = group[:n]
     counts = np.array([int(np.sum(particle_group == j)) for j in range(k)], dtype=int)

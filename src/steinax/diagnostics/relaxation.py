@@ -187,32 +187,19 @@ def relaxation_check(target, particles, *, steps: int = DEFAULT_STEPS, level: fl
         >>> relaxation_check(logp, x).collapsed, relaxation_check(logp, 0.5 * x).collapsed
         (False, True)
     """
-    from steinax._validation import check_particles
-    from steinax.targets.base import as_target, check_target
+    from steinax.diagnostics._checks import checked_inputs, whitening
 
-    target = as_target(target)
-    x = check_particles(particles)
-    n, d = x.shape
-    if n < 10:
-        raise ValueError(f"`particles` must have at least 10 rows for the relaxation check; received {n}")
-    for name, value, low in (("steps", steps, 1), ("n_flips", n_flips, 1), ("block_length", block_length, 1)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"`{name}` must be an integer >= {low}; received {value!r}")
-    if steps % CHUNK:
+    if isinstance(steps, (int, np.integer)) and not isinstance(steps, bool) and steps % CHUNK:
         raise ValueError(f"`steps` must be a multiple of {CHUNK}; received {steps}")
-    if not 0.0 < float(level) < 1.0:
-        raise ValueError(f"`level` must be in (0, 1); received {level!r}")
-    rng_key = jax.random.key(0) if rng_key is None else rng_key
-    check_target(target, rng_key, x)
+    target, x, rng_key = checked_inputs(target, particles, rng_key, level, "relaxation check", steps=(steps, 1),
+                                        n_flips=(n_flips, 1), block_length=(block_length, 1))
+    n, d = x.shape
     logp0 = _logdensities(target, x)
     if not bool(jnp.all(jnp.isfinite(logp0))):
         rows = np.flatnonzero(~np.isfinite(np.asarray(logp0)))[:5].tolist()
         raise ValueError(f"the target's log-density is not finite at particle rows {rows} (first five shown)")
 
-    center = jnp.mean(x, axis=0)
-    # a coordinate where every particle agrees (a MAP ensemble) is whitened by a floor, not by 0
-    floor = jnp.sqrt(jnp.finfo(x.dtype).eps) * (1.0 + jnp.abs(center))
-    scale = jnp.maximum(jnp.std(x, axis=0), floor)
+    center, scale = whitening(x)
     z0 = (x - center[None]) / scale[None]
     step = jnp.asarray(0.5 / d ** (1.0 / 3.0), x.dtype)
     key_pilot, key_run, key_flip = jax.random.split(rng_key, 3)
