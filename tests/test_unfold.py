@@ -43,6 +43,7 @@ def test_unrolled_gradient_equals_finite_differences(key):
         method = steinax.svgd(RBF(1.5))
         loss = unfold.mmd_loss()
 
+        @jax.jit  # one compilation for the gradient's forward pass and the eight differences
         def f(steps):
             return loss(unfold.unroll(steps, method, target, prob.particles, key), prob)
 

@@ -12,7 +12,8 @@ import numpy as np
 
 from steinax.targets.toys import Gaussian, GaussianMixture, _ToyTarget
 
-__all__ = ["Funnel", "Banana", "funnel", "banana", "separated_mixture", "ill_conditioned_gaussian", "moments"]
+__all__ = ["Funnel", "Banana", "funnel", "banana", "separated_mixture", "ill_conditioned_gaussian", "moments",
+           "brownian_motion_moments"]
 
 
 class Funnel(_ToyTarget):
@@ -91,3 +92,51 @@ def moments(target) -> tuple[np.ndarray, np.ndarray]:
         mean = w @ mu
         return mean, np.sqrt(w @ (var + mu**2) - mean**2)
     return target.moments()
+
+
+def brownian_motion_moments(observed, observed_mask, *, grid_size: int = 300, log_scale_range=(-16.0, 3.0),
+                            prior_sd: float = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    """Per-coordinate ``(mean, sd)`` of the Brownian-motion posterior (:func:`~steinax.posteriors.models.brownian_motion`)
+    in its unconstrained coordinates ``(log sigma_inn, locs[0..T-1], log sigma_obs)`` (the target's flat order), by
+    quadrature: an independent ground truth for the NUTS reference.
+
+    Given the two scales the model is linear-Gaussian, so the locations integrate out exactly. With
+    ``u = log sigma_inn``, ``v = log sigma_obs`` (each ``N(0, prior_sd^2)``: the ``LogNormal(0, 2)`` priors in
+    log space), ``A_ts = min(t, s) + 1`` the random walk's covariance and ``o`` the observed indices,
+
+    .. math::
+
+        p(u, v \mid y) \propto N(y_o; 0, e^{2u} A_{oo} + e^{2v} I)\, N(u; 0, 2^2)\, N(v; 0, 2^2),
+
+    and ``x | u, v, y`` is Gaussian with precision ``P = e^{-2u} A^{-1} + e^{-2v} M`` (``M`` the
+    observation mask) and mean ``P^{-1} e^{-2v} M y``. The ``(u, v)`` integrals are sums over a
+    ``grid_size^2`` grid on ``log_scale_range`` (the integrand is smooth and decays like a Gaussian,
+    so the sum converges fast: on the suite's data 300 and 900 points agree to 1e-11 sd). The range
+    must hold the left tail of ``log sigma_obs``, where the prior alone decays (the likelihood stays
+    finite as the observation noise vanishes): cut at -7, its sd would be 0.8% low. The locations'
+    moments are the grid-weighted mixture of the conditional Gaussians'.
+    """
+    y = np.asarray(observed, np.float64)
+    mask = np.asarray(observed_mask, bool)
+    t = np.arange(y.shape[0])
+    a = np.minimum.outer(t, t) + 1.0
+    w, vecs = np.linalg.eigh(a[np.ix_(mask, mask)])
+    z = vecs.T @ y[mask]
+    g = np.linspace(*log_scale_range, grid_size)
+    u, v = (c.ravel() for c in np.meshgrid(g, g, indexing="ij"))
+    lam = np.exp(2 * u)[:, None] * w[None, :] + np.exp(2 * v)[:, None]
+    logp = (-0.5 * np.sum(np.log(lam) + z**2 / lam, axis=1) - 0.5 * (u**2 + v**2) / prior_sd**2)
+    p = np.exp(logp - logp.max())
+    p /= p.sum()
+    keep = p > 1e-14 * p.max()  # the conditional Gaussians only where the weight counts
+    u, v, p = u[keep], v[keep], p[keep] / p[keep].sum()
+    a_inv = np.linalg.inv(a)
+    prec = np.exp(-2 * u)[:, None, None] * a_inv[None] + (np.exp(-2 * v)[:, None] * mask[None, :])[:, :, None] * np.eye(t.size)
+    cov = np.linalg.inv(prec)
+    mean_x = np.einsum("gij,gj->gi", cov, np.exp(-2 * v)[:, None] * np.where(mask, y, 0.0)[None, :])
+    ex = p @ mean_x
+    ex2 = p @ (mean_x**2 + np.diagonal(cov, axis1=1, axis2=2))
+    eu, ev = p @ u, p @ v
+    mean = np.concatenate([[eu], ex, [ev]])
+    sd = np.sqrt(np.concatenate([[p @ u**2 - eu**2], ex2 - ex**2, [p @ v**2 - ev**2]]))
+    return mean, sd

@@ -15,7 +15,7 @@ kernel with the median heuristic (each library's default kernel).
   suite's ``N(0, I)`` start.
 * ``pathfinder``: ``blackjax.vi.pathfinder`` (L-BFGS, 30 iterations by default; one path from
   the suite's start), then as many draws as particles.
-* ``nuts``: NumPyro NUTS, 4 chains from NumPyro's uniform start; its info carries the minimum
+* ``nuts``: NumPyro NUTS, 4 chains from the suite's ``N(0, I)`` start; its info carries the minimum
   bulk ESS, from which :func:`nuts_seconds_to_ess` extrapolates the wall time to an ESS of 1000.
 * ``vi``: full-rank Gaussian VI (:func:`steinax.vi.gaussian_vi`).
 """

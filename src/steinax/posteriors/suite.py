@@ -149,27 +149,42 @@ def mode_scores(post, xs, rng_key) -> dict:
     return {"modes_found": int(modes.shares.shape[0]), "mode_p": modes.p_value, "mode_mismatch": modes.mismatch}
 
 
-def rescore(out_dir: str, settings: SuiteSettings = SuiteSettings(), log=print, only_unscored: bool = False,
-            modes_only: bool = False) -> list[dict]:
-    """Score every row of ``out_dir/results.csv`` again from its saved particles (after a change to the checks).
+RESCORE_COLUMNS = ("all", "modes", "errors")
 
-    The runs are not repeated: wall time, score evaluations and NUTS's ESS are kept. Rows whose particles
-    were not saved are left as they are; with ``only_unscored``, so are rows that already have every
-    score column (rows written before a column was added are the ones rescored). Rewrites
-    ``results.csv`` (atomically) and ``summary.md``.
+
+def rescore(out_dir: str, settings: SuiteSettings = SuiteSettings(), log=print, only_unscored: bool = False,
+            columns: str = "all", posteriors=None) -> list[dict]:
+    """Score rows of ``out_dir/results.csv`` again from their saved particles (after a change to the checks or a reference).
+
+    The runs are not repeated: wall time, score evaluations and NUTS's ESS are kept. ``columns``: ``"all"``
+    (every score), ``"modes"`` (the missing-mode columns, for rows that lack them) or ``"errors"`` (the
+    columns measured against the reference: mean errors, sd ratios, Sinkhorn; after a reference changes).
+    ``posteriors``: the names to rescore (default all). Rows whose particles were not saved are left as
+    they are; with ``only_unscored``, so are rows that already have every score column (rows written
+    before a column was added are the ones rescored). Rewrites ``results.csv`` (atomically) and ``summary.md``.
     """
     from steinax.bench import _locked, _read_rows, _write_rows
+    from steinax.metrics.posterior import posterior_errors
     from steinax.posteriors import get
 
+    if columns not in RESCORE_COLUMNS:
+        raise ValueError(f"`columns` must be one of {RESCORE_COLUMNS}; received {columns!r}")
     path = os.path.join(out_dir, "results.csv")
     with _locked(path):
         rows = _read_rows(path)
         for r in rows:
             f = os.path.join(out_dir, "particles", f"{r['posterior']}__{r['method']}__{r['seed']}.npy")
-            if not os.path.exists(f) or (only_unscored and all(str(r.get(k, "")) != "" for k in NAN_SCORES)):
+            if (not os.path.exists(f) or (posteriors is not None and r["posterior"] not in posteriors)
+                    or (only_unscored and all(str(r.get(k, "")) != "" for k in NAN_SCORES))):
                 continue
             key = jax.random.fold_in(jax.random.key(int(r["seed"])), 2)
-            if modes_only:
+            if columns == "errors":
+                if not r["status"].startswith("non-finite"):
+                    r.update(posterior_errors(np.load(f), get(r["posterior"]).reference()))
+                    log(f"{r['posterior']:26s} {r['method']:14s} max mean error {r['mean_error_max']:.3f} sd, "
+                        f"sd ratio {r['sd_ratio_median']:.3f}")
+                continue
+            if columns == "modes":
                 if str(r.get("mode_p", "")) not in ("", "nan") or r["status"].startswith("non-finite"):
                     continue
                 new = mode_scores(get(r["posterior"]), jnp.asarray(np.load(f), jnp.result_type(float)), key)
