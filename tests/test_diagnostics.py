@@ -73,7 +73,6 @@ def test_bad_input(tmp_path, capsys):
     assert "not found" in capsys.readouterr().err
 
 
-@pytest.mark.slow  # ~12 s: run by CI's slow pass (the default suite is kept under 10 minutes)
 def test_numpyro_model_draws_are_measured_in_unconstrained_space():
     """mu ~ N(0, 1), y ~ N(mu, 1) (conjugate), sigma ~ LogNormal(0, 1) (prior = posterior): exact posterior
     draws, constrained, in a DataTree. The discrepancy must equal the KSD of (mu, log sigma) against the

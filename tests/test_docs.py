@@ -39,11 +39,7 @@ def test_pages_with_code_are_found():
 # page a run until settled and both collapse checks (~30 s): CI's slow
 # pass runs them, keeping the default suite under 10 minutes
 _SLOW_PAGES = {os.path.join("docs", "methods", "gp.md"), os.path.join("docs", "getting-started.md"),
-               os.path.join("docs", "posteriors.md"), os.path.join("docs", "methods", "unfold.md"),
-               os.path.join("docs", "methods", "matrix-svgd.md")}
-"""Pages whose snippets take 15 s or more: run by CI's slow pass (the default suite is kept under 10 minutes)."""
-_SLOW_MODULES = {"steinax.vi", "steinax.diagnostics.relaxation"}
-"""Modules whose docstring examples take 10 s or more (VI's 2000 steps, the relaxation check's MALA chains): slow pass."""
+               os.path.join("docs", "posteriors.md")}
 
 
 @pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.slow) if p in _SLOW_PAGES else p for p in PAGES])
@@ -69,8 +65,7 @@ def _modules_with_examples():
     return names
 
 
-@pytest.mark.parametrize("module", [pytest.param(m, marks=pytest.mark.slow) if m in _SLOW_MODULES else m
-                                    for m in _modules_with_examples()])
+@pytest.mark.parametrize("module", _modules_with_examples())
 def test_docstring_examples_run(module):
     """The ``>>>`` examples of the docstrings (rendered in the API reference) run and print what they say."""
     import doctest

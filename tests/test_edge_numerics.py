@@ -30,7 +30,7 @@ def _stuck(dtype, d=3, copies=4, seed=0):
     return jnp.concatenate([jnp.repeat(v, copies, 0), w])
 
 
-@pytest.mark.parametrize("rule", [pytest.param("liu", marks=pytest.mark.slow), "pairs"])  # liu ~14 s (float64): run by CI's slow pass (the default suite is kept under 10 minutes)
+@pytest.mark.parametrize("rule", ["liu", "pairs"])
 def test_coincident_particles_get_the_documented_bandwidth(dtype, rule):
     """4 identical points and one other: 16 + 1 of 25 distances are 0 (liu), 6 of 10 pairs (pairs): h = 1.
     Before, 5 of these 24 cases (and the row-block path) gave h from 1e-6 down to 1e-16."""

@@ -54,7 +54,6 @@ def _scores(x):
     return -x * jnp.arange(1, x.shape[1] + 1, dtype=x.dtype)[None, :] - 0.1 * x**3
 
 
-@pytest.mark.slow  # ~17 s: run by CI's slow pass (the default suite is kept under 10 minutes)
 @SETTINGS
 @given(point_sets(), kernels)
 def test_gram_is_symmetric_and_positive_semidefinite(x, kernel):
@@ -65,7 +64,6 @@ def test_gram_is_symmetric_and_positive_semidefinite(x, kernel):
     assert np.linalg.eigvalsh(gram).min() >= -tolerance(jnp.float32, x.shape[0])["atol"] * np.abs(gram).max()
 
 
-@pytest.mark.slow  # ~11 s: run by CI's slow pass (the default suite is kept under 10 minutes)
 @SETTINGS
 @given(point_sets(), kernels)
 def test_stein_kernel_is_symmetric(x, kernel):

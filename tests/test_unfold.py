@@ -33,7 +33,6 @@ def _gmm_problem(n=20, m=30, dtype=jnp.float64):
     return target, problem
 
 
-@pytest.mark.slow  # ~15 s: run by CI's slow pass (the default suite is kept under 10 minutes)
 def test_unrolled_gradient_equals_finite_differences(key):
     """d loss / d steps through T = 4 unrolled SVGD steps (fixed bandwidth, so the loss is smooth) against
     central differences with step 1e-5 (truncation O(1e-10) relative; rtol 1e-6 leaves room for the
@@ -81,7 +80,6 @@ def test_chebyshev_steps_equal_eq_11():
         assert np.isfinite(g) and g < 0
 
 
-@pytest.mark.slow  # ~16 s: run by CI's slow pass (the default suite is kept under 10 minutes)
 def test_learning_rate_zero_leaves_the_schedule_unchanged(key):
     target, problem = _gmm_problem(dtype=jnp.float32)
     init = jnp.array([0.5, 1.0, 1.5], jnp.float32)
@@ -94,7 +92,6 @@ def test_learning_rate_zero_leaves_the_schedule_unchanged(key):
     np.testing.assert_array_equal(c.steps, unfold.chebyshev_steps(np.float32(0.4), np.float32(1.2), 3))
 
 
-@pytest.mark.slow  # ~13 s: run by CI's slow pass (the default suite is kept under 10 minutes)
 def test_incremental_training_follows_algorithm_2(key):
     """Stage t' trains eps^(0..t'-1) on the loss at x^(t'): after stage 1 only eps^(0) has moved."""
     target, problem = _gmm_problem(dtype=jnp.float32)
@@ -161,8 +158,7 @@ def test_periodic_reuse_and_run(key):
                                **tolerance(jnp.float32, 10.0))
 
 
-@pytest.mark.slow  # ~15 s (x64 ~18 s): run by CI's slow pass (the default suite is kept under 10 minutes)
-@pytest.mark.parametrize("x64", [False, True])
+@pytest.mark.parametrize("x64", [False, pytest.param(True, marks=pytest.mark.slow)])  # x64: ~18 s, slow pass
 def test_saved_and_loaded_schedule_is_identical(tmp_path, key, x64):
     with jax.enable_x64(x64):
         target, problem = _gmm_problem(dtype=jnp.float64 if x64 else jnp.float32)
@@ -198,7 +194,6 @@ def test_any_differentiable_method_can_be_unfolded(key):
         assert np.all(np.isfinite(np.asarray(s.steps))) and np.any(np.asarray(s.steps) != 0.5)
 
 
-@pytest.mark.slow  # ~14 s: run by CI's slow pass (the default suite is kept under 10 minutes)
 def test_stacked_problems_and_data_losses(key):
     """A Problem stacked along a leading axis is sampled in minibatches; the cross-entropy and MSE losses equal
     hand computations."""
@@ -226,7 +221,6 @@ def test_stacked_problems_and_data_losses(key):
         unfold.train_dusvgd(stacked, unfold.cross_entropy_loss(model.logits), 2, target=target, batch_size=5)
 
 
-@pytest.mark.slow  # ~12 s: run by CI's slow pass (the default suite is kept under 10 minutes)
 def test_checkpointed_backprop_memory_is_bounded():
     """With checkpointing, the compiled backward pass stores O(n d) per unrolled step (the particles at step
     boundaries), not the O(n^2) kernel matrices: from T = 10 to T = 40 the temporary memory grows by less than

@@ -61,7 +61,6 @@ def eight_schools_draws(tmp_path_factory):
     return folder, module, tree
 
 
-@pytest.mark.slow  # ~30 s: run by CI's slow pass (the default suite is kept under 10 minutes)
 def test_cli_and_python_agree_on_numpyro_nuts_netcdf(eight_schools_draws, capsys, monkeypatch):
     """Was: the CLI flattened the NetCDF file (constrained tau, no Jacobian): a dimension error without
     --var-names and KSD 2.3e7 (or nan, "reject") with them. Now the CLI hands the DataTree to sample_quality."""

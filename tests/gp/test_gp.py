@@ -28,7 +28,7 @@ def _softplus(u):
     return np.log1p(np.exp(u))
 
 
-@pytest.mark.parametrize("kernel", [pytest.param("se", marks=pytest.mark.slow), "matern32"])  # se ~16 s: run by CI's slow pass (the default suite is kept under 10 minutes)
+@pytest.mark.parametrize("kernel", ["se", "matern32"])
 def test_log_marginal_likelihood_equals_cholesky_and_scipy(key, kernel):
     with jax.enable_x64(True):
         X, y = _data(key)
@@ -113,7 +113,6 @@ def test_latent_logdensity_by_hand(key, likelihood):
         np.testing.assert_allclose(model.logdensity(theta), ll - 0.5 * nu @ nu + prior, **tolerance(jnp.float64, 10.0))
 
 
-@pytest.mark.slow  # ~10 s: run by CI's slow pass (the default suite is kept under 10 minutes)
 def test_predictions_equal_hand_computation_for_one_particle(key):
     with jax.enable_x64(True):
         X, y = _data(key)

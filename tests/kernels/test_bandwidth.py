@@ -49,7 +49,7 @@ def test_blocked_median_equals_dense(rule, block_size, key):
     )
 
 
-@pytest.mark.parametrize("n", [3, pytest.param(400, marks=pytest.mark.slow)])  # 400 ~10 s per host: run by CI's slow pass (the default suite is kept under 10 minutes)
+@pytest.mark.parametrize("n", [3, 400])
 @pytest.mark.parametrize("host", [True, False])
 def test_blocked_median_reads_each_pair_once_and_matches_numpy(n, host, monkeypatch):
     """The blocked median folds over the packed upper triangle (top rows with the reversed bottom rows, the

@@ -120,7 +120,6 @@ def test_dev_set_noise_reestimate_by_hand():
     np.testing.assert_array_equal(out[:, :-2], theta[:, :-2])
 
 
-@pytest.mark.slow  # ~13 s: run by CI's slow pass (the default suite is kept under 10 minutes)
 def test_matrix_svgd_network_by_hand():
     """The matrix-SVGD paper's network (its code): [p, 4, 3, 1] ReLU without biases, noise variance 0.5 fixed,
     N(0, 1) prior: the log posterior is written out layer by layer, and the scores are its jax.grad."""

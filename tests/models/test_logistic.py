@@ -70,7 +70,6 @@ def test_predictions_and_metrics_by_hand():
     assert ev.rmse is None
 
 
-@pytest.mark.slow  # ~11 s: run by CI's slow pass (the default suite is kept under 10 minutes)
 def test_svgd_agrees_with_nuts_on_a_small_problem():
     """N(0, I)-prior logistic regression, N = 60, p = 3: the SVGD particle mean (200 particles) is within 0.1 of
     the NUTS posterior mean (2 x 1000 draws; posterior sds are about 0.3-0.4, so 0.1 is < 0.35 sd)."""

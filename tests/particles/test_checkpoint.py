@@ -103,7 +103,6 @@ _CHILD = textwrap.dedent("""
 """)
 
 
-@pytest.mark.slow  # ~17 s: run by CI's slow pass (the default suite is kept under 10 minutes)
 def test_sigkill_mid_run_then_resume_equals_uninterrupted(tmp_path):
     """A subprocess is killed with SIGKILL part-way; the same call then resumes to the uninterrupted particles."""
     (tmp_path / "slow_child.py").write_text(_CHILD)

@@ -61,7 +61,7 @@ def test_diagonal_kernel_is_cc_svgd(key):
                                        steinax.cc_svgd_direction(x, s, k), **tolerance(jnp.float64))
 
 
-@pytest.mark.parametrize("metric", [pytest.param(True, marks=pytest.mark.slow), False])  # True ~14 s: run by CI's slow pass (the default suite is kept under 10 minutes)
+@pytest.mark.parametrize("metric", [True, False])
 def test_preconditioned_kernel_equals_naive_eq_9_10(key, metric):
     """The matrix-product form (Theorem 3 / eq. 14) against the double loop over K's entries and divergence."""
     with jax.enable_x64(True):
@@ -78,7 +78,7 @@ def test_preconditioned_kernel_equals_naive_eq_9_10(key, metric):
         np.testing.assert_allclose(matrix_svgd_direction(x, s, med, block_size=3), ref, **tolerance(jnp.float64))
 
 
-@pytest.mark.parametrize("metric,weight_variance", [pytest.param(True, None, marks=pytest.mark.slow), (False, 1.0), (True, 0.5)])  # (True, None) ~15 s: run by CI's slow pass (the default suite is kept under 10 minutes)
+@pytest.mark.parametrize("metric,weight_variance", [(True, None), (False, 1.0), (True, 0.5)])
 def test_mixture_kernel_equals_naive_eq_9_10(key, metric, weight_variance):
     """Eq. 18 (anchor by anchor, weights inside the Stein operator) equals eq. 9-10 applied to eq. 16's kernel."""
     with jax.enable_x64(True):
@@ -196,7 +196,6 @@ def test_svn_equals_naive_loop(key):
             np.testing.assert_allclose(phi, naive_svn_direction(x, s, hm, 1.4, outer), **tolerance(jnp.float64, 10.0))
 
 
-@pytest.mark.slow  # ~15 s: run by CI's slow pass (the default suite is kept under 10 minutes)
 def test_methods_run_and_report(key):
     target = Gaussian(jnp.zeros(2), jnp.array([[1.0, 0.9], [0.9, 1.0]]))
     x0 = jax.random.normal(key, (40, 2)) + 2.0

@@ -140,8 +140,7 @@ def test_cc_svgd_runs_and_records_bandwidth(key):
         steinax.cc_svgd("rbf")
 
 
-@pytest.mark.slow  # rbf ~15 s, imq ~21 s: run by CI's slow pass (the default suite is kept under 10 minutes)
-@pytest.mark.parametrize("kind", ["rbf", "imq"])
+@pytest.mark.parametrize("kind", [pytest.param("rbf", marks=pytest.mark.slow), "imq"])  # rbf: ~15 s, slow pass
 def test_multi_kernel_engine_blocked_equals_naive(key, kind):
     """Per-kernel U and V KSDs and the MK direction, dense and in padded/unpadded row blocks, = naive loops."""
     x, s = _data(key, n=13)

@@ -92,7 +92,6 @@ def test_stochastic_scores_use_the_key(key):
     assert float(jnp.abs(a.particles.mean(0)).max()) < 0.2
 
 
-@pytest.mark.slow  # ~11 s: run by CI's slow pass (the default suite is kept under 10 minutes)
 def test_minibatch_target_is_unbiased_and_runs(key):
     # Bayesian mean of N(theta, 1) data with N(0, 10^2) prior
     data = 1.5 + jax.random.normal(key, (500,))
@@ -118,7 +117,6 @@ def test_minibatch_target_is_unbiased_and_runs(key):
     assert abs(float(res.particles.mean()) - post_mean) < post_sd  # within one posterior sd
 
 
-@pytest.mark.slow  # ~11 s: run by CI's slow pass (the default suite is kept under 10 minutes)
 def test_numpyro_model_constrained_output(key):
     numpyro = pytest.importorskip("numpyro")
     import numpyro.distributions as dist

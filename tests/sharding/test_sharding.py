@@ -53,7 +53,6 @@ def test_sharded_run_equals_single_device_step_for_step(tmp_path):
     np.testing.assert_array_equal(med["got"], med["want"])
 
 
-@pytest.mark.slow  # ~15 s: run by CI's slow pass (the default suite is kept under 10 minutes)
 def test_data_parallel_scores_equal_the_unsplit_target(tmp_path):
     """Data split over 4 devices: full-data scores equal the unsplit ones (float32 sums of 64 terms in another
     order: 1e-5 relative); the stratified minibatch estimate is unbiased (the mean of 4000 draws lies within
