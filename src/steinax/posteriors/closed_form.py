@@ -106,7 +106,7 @@ def brownian_motion_moments(observed, observed_mask, *, grid_size: int = 300, lo
 
     .. math::
 
-        p(u, v \mid y) \propto N(y_o; 0, e^{2u} A_{oo} + e^{2v} I)\, N(u; 0, 2^2)\, N(v; 0, 2^2),
+        p(u, v \\mid y) \\propto N(y_o; 0, e^{2u} A_{oo} + e^{2v} I)\\, N(u; 0, 2^2)\\, N(v; 0, 2^2),
 
     and ``x | u, v, y`` is Gaussian with precision ``P = e^{-2u} A^{-1} + e^{-2v} M`` (``M`` the
     observation mask) and mean ``P^{-1} e^{-2v} M y``. The ``(u, v)`` integrals are sums over a
