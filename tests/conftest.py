@@ -21,26 +21,6 @@ sys.path.insert(0, os.path.dirname(__file__))  # tests/reference.py: naive refer
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
-FAST_COMPILE_FLAG = "--xla_backend_optimization_level=0"
-
-
-def pytest_configure(config):
-    """The default suite (``-m "not slow"``) compiles LLVM without optimisation passes.
-
-    Its tests compile many small programs and run each a few times, so compilation is most of its
-    time: with the flag, 25 unfold and matrix-SVGD tests took 129 s instead of 197 s (one worker,
-    same machine). The flag changes how fast the compiled code runs, not the arithmetic it asks for
-    (no fast-math at any level; results may differ in the last bits where the optimiser would have
-    fused a multiply-add, well inside the dtype tolerances below). The slow suite runs long compiled loops
-    and keeps XLA's default, so the optimised code paths are still tested in CI. Set before the
-    first computation initialises the backend (each xdist worker configures itself); an
-    ``XLA_FLAGS`` the user set is kept, with the flag appended.
-    """
-    if "not slow" in (config.option.markexpr or ""):
-        flags = os.environ.get("XLA_FLAGS", "")
-        if "xla_backend_optimization_level" not in flags:
-            os.environ["XLA_FLAGS"] = f"{flags} {FAST_COMPILE_FLAG}".strip()
-
 
 TOL = {
     "float32": dict(rtol=1e-4, atol=1e-5),

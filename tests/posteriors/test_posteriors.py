@@ -88,6 +88,7 @@ def test_brownian_motion_quadrature_equals_the_covariance_form():
     np.testing.assert_allclose(mean, want_mean, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(sd, np.sqrt(second - want_mean**2), rtol=1e-8)
 
+
 def test_spread_ratio_is_the_variance_ratio_for_a_gaussian_target():
     # s = -(x - mu) / sigma^2: T_k = -(n/(n-1)) mean_i s_ik (x_ik - xbar_k) = var_ddof1(x_k) / sigma_k^2 exactly
     key = jax.random.key(0)
