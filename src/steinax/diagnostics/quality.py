@@ -49,7 +49,7 @@ from steinax.stein.kcc_sd import kcc_sd
 from steinax.stein.ksd import ksd
 from steinax.targets.base import as_target, evaluate_checked
 
-__all__ = ["SampleQuality", "as_sample_array", "load_samples", "sample_quality"]
+__all__ = ["SampleQuality", "as_sample_array", "draws_and_scores", "load_samples", "sample_quality"]
 
 # CSV columns that index draws rather than hold a coordinate (pandas' unnamed
 # index, R's write.csv, ArviZ's data frames); "chain" also splits the chains.
@@ -139,6 +139,51 @@ def _collapse_checks(target, x, scores, samples, chains, block_length, rng_key) 
     key = jax.random.key(0) if rng_key is None else jax.random.fold_in(rng_key, 7)
     return {"spread": spread_check(x, scores), "relaxation": relaxation_check(target, x, rng_key=key, block_length=blocks),
             "modes": mode_check(target, x, rng_key=jax.random.fold_in(key, 1))}
+
+
+def draws_and_scores(samples, target, *, scores=None, var_names=None, dtype=None):
+    """``(x [n, d], scores [n, d], chains)`` from any accepted form of ``samples`` (the one reader of every tool).
+
+    ``samples``: an array (``[n, d]``, ``[n]``, ``[chains, draws, d]``), an ArviZ DataTree / xarray
+    Dataset, or a dict ``site -> [n, ...]``. With a NumPyro target and named draws the draws are
+    mapped to the model's unconstrained space (module docstring). ``scores``: the draws' scores when
+    the caller has them (same layout as ``samples`` as an array; ``target`` may then be ``None``);
+    otherwise the target is evaluated once at every draw. ``dtype``: default float64 when
+    ``jax_enable_x64`` is on, else float32.
+
+    Raises:
+        ValueError: malformed samples or scores, a dimension that does not match the target's, or a
+            score that is not finite (rows named).
+    """
+    dtype = jnp.result_type(float) if dtype is None else dtype
+    if target is None and scores is None:
+        raise ValueError("`target`: received None without `scores`; pass a log-density or steinax target, or the "
+                         "draws' scores")
+    tgt = None if target is None else as_target(target)
+    if tgt is not None and hasattr(tgt, "unconstrain") and (isinstance(samples, dict) or _is_tree(samples)):
+        # a NumPyro model and named draws: map the constrained draws to the model's unconstrained space
+        sites, chains = _site_dict(samples)
+        if var_names is not None:
+            sites = {k: v for k, v in sites.items() if k in set(var_names)}
+        x = check_particles(jnp.asarray(tgt.unconstrain(sites), dtype), "samples")
+    else:
+        arr, chains = _as_sample_array(samples, var_names)
+        x = check_particles(jnp.asarray(arr, dtype), "samples")
+    dim = getattr(tgt, "dim", None)
+    if isinstance(dim, int) and x.shape[1] != dim:
+        raise ValueError(f"`samples` have d = {x.shape[1]} columns but the target has dimension {dim}")
+    if scores is None:
+        _, scores = evaluate_checked(tgt, jax.random.key(0), x)
+    else:
+        scores = jnp.asarray(_as_sample_array(scores)[0], dtype)
+        if scores.shape != x.shape:
+            raise ValueError(f"`scores` must have the samples' shape {tuple(x.shape)} (as [n, d]); received "
+                             f"{tuple(scores.shape)}")
+    bad = ~jnp.all(jnp.isfinite(scores), axis=1)
+    if bool(jnp.any(bad)):
+        rows = np.flatnonzero(np.asarray(bad))[:5].tolist()
+        raise ValueError(f"the target's score is not finite at sample rows {rows} (first five shown)")
+    return x, scores, chains
 
 
 def as_sample_array(samples, var_names=None) -> np.ndarray:
@@ -413,25 +458,8 @@ def sample_quality(
         raise ValueError(f"`bootstrap` must be one of {BOOTSTRAPS + ('auto',)}; received {bootstrap!r}")
     if test and rng_key is None:
         raise ValueError("`test=True` needs `rng_key` (a jax.random.key) for the bootstrap")
-    dtype = jnp.result_type(float) if dtype is None else dtype
     tgt = as_target(target)
-    if hasattr(tgt, "unconstrain") and (isinstance(samples, dict) or _is_tree(samples)):
-        # a NumPyro model and named draws: map the constrained draws to the model's unconstrained space
-        sites, chains = _site_dict(samples)
-        if var_names is not None:
-            sites = {k: v for k, v in sites.items() if k in set(var_names)}
-        x = check_particles(jnp.asarray(tgt.unconstrain(sites), dtype), "samples")
-    else:
-        arr, chains = _as_sample_array(samples, var_names)
-        x = check_particles(jnp.asarray(arr, dtype), "samples")
-    dim = getattr(tgt, "dim", None)
-    if isinstance(dim, int) and x.shape[1] != dim:
-        raise ValueError(f"`samples` have d = {x.shape[1]} columns but the target has dimension {dim}")
-    _, scores = evaluate_checked(tgt, jax.random.key(0), x)
-    bad = ~jnp.all(jnp.isfinite(scores), axis=1)
-    if bool(jnp.any(bad)):
-        rows = np.flatnonzero(np.asarray(bad))[:5].tolist()
-        raise ValueError(f"the target's score is not finite at sample rows {rows} (first five shown)")
+    x, scores, chains = draws_and_scores(samples, tgt, var_names=var_names, dtype=dtype)
     kernel = as_kernel(kernel, IMQ())
     meta = dict(kind=kind, estimator=estimator, n=int(x.shape[0]), d=int(x.shape[1]), chains=int(chains))
     if spread:

@@ -57,7 +57,7 @@ from steinax._host import host_call
 from steinax.kernels.pairwise import fold_row_blocks, squared_distances
 from steinax.kernels.select import POOL_WORKERS, _pool, _uint_type, dense_source, host_select, kth_from_source, select_ranks, use_host
 
-__all__ = ["BANDWIDTH_RULES", "median_bandwidth", "kth_smallest"]
+__all__ = ["BANDWIDTH_RULES", "median_bandwidth", "median_squared_distance", "kth_smallest"]
 
 BANDWIDTH_RULES = ("liu", "pairs", "per_dimension", "liu_subsampled")
 
@@ -560,6 +560,20 @@ def _median_pairwise_1d(col: jax.Array) -> jax.Array:
         return jax.lax.bitcast_convert_type(hi, dtype)
 
     return _median_of(jnp.stack([kth(r) for r in _middle_ranks(count)]))
+
+
+def median_squared_distance(points: jax.Array) -> jax.Array:
+    """The exact median of ``||x_i - x_j||^2`` over the ``n(n-1)/2`` distinct pairs (no log factor, no fallback).
+
+    The ``"pairs"`` rule's median before ``/ log(n + 1)``: for an even number of pairs the mean of the
+    two middle squared distances. Dense (``[n, n]`` distances): for the few hundred to few thousand
+    points a preconditioner reads it from (:func:`steinax.diagnostics.thinning.thinning_metric`).
+    Gradient stopped; 0 when fewer than two points differ.
+    """
+    points = jax.lax.stop_gradient(points)
+    if points.shape[0] < 2:
+        return jnp.zeros((), points.dtype)
+    return _stored_median(squared_distances(points, points), True)
 
 
 def median_bandwidth(
