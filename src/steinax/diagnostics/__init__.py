@@ -8,13 +8,19 @@
   sampler that leaves the target invariant (:func:`relaxation_check`).
 * :mod:`~steinax.diagnostics.modes`: a missing-mode check that compares how the particles split
   over the target's modes with the modes' Laplace masses (:func:`mode_check`).
+* :mod:`~steinax.diagnostics.thinning`: Stein thinning, the ``m`` draws whose empirical measure has
+  the smallest KSD (:func:`stein_thinning`).
+
+Every tool reads draws through :func:`~steinax.diagnostics.quality.draws_and_scores` (arrays,
+chains, DataTrees, NumPyro sites).
 """
 
 from steinax.diagnostics.modes import MODES_LEVEL, ModeCheck, mode_check
 from steinax.diagnostics.quality import SampleQuality, as_sample_array, load_samples, sample_quality
 from steinax.diagnostics.relaxation import RELAXATION_LEVEL, RelaxationCheck, relaxation_check
 from steinax.diagnostics.spread import CROSS_THRESHOLD, SPREAD_THRESHOLD, SpreadCheck, spread_check
+from steinax.diagnostics.thinning import Thinning, stein_thinning
 
 __all__ = ["SampleQuality", "as_sample_array", "load_samples", "sample_quality", "SpreadCheck", "spread_check",
            "SPREAD_THRESHOLD", "CROSS_THRESHOLD", "RelaxationCheck", "relaxation_check", "RELAXATION_LEVEL",
-           "ModeCheck", "mode_check", "MODES_LEVEL"]
+           "ModeCheck", "mode_check", "MODES_LEVEL", "Thinning", "stein_thinning"]

@@ -562,6 +562,7 @@ def _median_pairwise_1d(col: jax.Array) -> jax.Array:
     return _median_of(jnp.stack([kth(r) for r in _middle_ranks(count)]))
 
 
+@jax.jit
 def median_squared_distance(points: jax.Array) -> jax.Array:
     """The exact median of ``||x_i - x_j||^2`` over the ``n(n-1)/2`` distinct pairs (no log factor, no fallback).
 

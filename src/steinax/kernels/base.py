@@ -296,6 +296,12 @@ class _HalfIMQ(IMQ):
         return _imq_derivatives(self.beta, base, _power(base, jnp.asarray(self.beta, base.dtype), True))
 
 
+def half_imq(dtype) -> IMQ:
+    """``IMQ(1, -1/2)`` (Gorham & Mackey's kernel, the KSD default) with its power as one ``rsqrt``, for callers
+    that know the kernel statically and so need no :func:`imq_fast_path` branch."""
+    return _HalfIMQ(jnp.ones((), dtype), jnp.asarray(-0.5, dtype))
+
+
 def imq_fast_path(kernel, fn):
     """``fn(kernel)``; for an :class:`IMQ` with scalar ``beta``, compiled twice and chosen at run time.
 
