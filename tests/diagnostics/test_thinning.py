@@ -144,3 +144,21 @@ def test_constant_coordinate_and_identical_draws_are_refused():
         stein_thinning(x, None, 5, scores=-x)
     with pytest.raises(ValueError, match="median distance between the draws is 0"):
         thinning_metric(jnp.asarray(x), "med")
+
+
+def test_cli_thin_writes_the_same_picks_as_the_function(tmp_path, capsys):
+    from steinax import cli
+
+    x, _ = _biased_gaussian(600, 2, seed=6)
+    np.save(tmp_path / "x.npy", x.reshape(2, 300, 2))
+    (tmp_path / "tgt.py").write_text("import jax.numpy as jnp\ndef logp(v):\n    return -0.5 * jnp.sum(v ** 2)\n")
+    out = tmp_path / "picks.csv"
+    assert cli.main(["thin", str(tmp_path / "x.npy"), "--target", f"{tmp_path / 'tgt.py'}:logp", "-m", "25",
+                     "--out", str(out)]) == 0
+    assert "25 of 600 draws" in capsys.readouterr().out
+    rows = np.genfromtxt(out, delimiter=",", names=True)
+    want = stein_thinning(x, lambda v: -0.5 * jnp.sum(v ** 2), 25)
+    np.testing.assert_array_equal(rows["index"].astype(int), np.asarray(want.indices))
+    np.testing.assert_array_equal(rows["chain"].astype(int), np.asarray(want.indices) // 300)
+    assert cli.main(["thin", str(tmp_path / "x.npy"), "--target", f"{tmp_path / 'tgt.py'}:logp", "-m", "0"]) == 2
+    assert "`m` must be a positive integer" in capsys.readouterr().err

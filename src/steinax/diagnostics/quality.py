@@ -179,11 +179,17 @@ def draws_and_scores(samples, target, *, scores=None, var_names=None, dtype=None
         if scores.shape != x.shape:
             raise ValueError(f"`scores` must have the samples' shape {tuple(x.shape)} (as [n, d]); received "
                              f"{tuple(scores.shape)}")
-    bad = ~jnp.all(jnp.isfinite(scores), axis=1)
-    if bool(jnp.any(bad)):
-        rows = np.flatnonzero(np.asarray(bad))[:5].tolist()
-        raise ValueError(f"the target's score is not finite at sample rows {rows} (first five shown)")
+    bad = ~np.asarray(_finite_rows(scores))
+    if bad.any():
+        raise ValueError(f"the target's score is not finite at sample rows {np.flatnonzero(bad)[:5].tolist()} (first "
+                         "five shown)")
     return x, scores, chains
+
+
+@jax.jit
+def _finite_rows(a):
+    """``[n]`` whether each row is finite: one compiled pass (three eager ops cost ~0.5 s of compilation)."""
+    return jnp.all(jnp.isfinite(a), axis=1)
 
 
 def as_sample_array(samples, var_names=None) -> np.ndarray:
