@@ -248,30 +248,34 @@ class RBF(AbstractKernel):
 
 
 class IMQ(AbstractKernel):
-    """Inverse multiquadric kernel ``k(x, y) = (c^2 + ||x - y||^2)^beta``.
+    """Inverse multiquadric kernel ``k(x, y) = (c^2 + ||x - y||^2 / h)^beta``.
 
     The Gorham & Mackey (2017) kernel; the defaults ``c = 1``, ``beta = -1/2``
     make KSD control weak convergence. ``c`` must be positive and ``beta`` in
-    ``(-1, 0)`` for that theory; any ``beta < 0`` is accepted.
+    ``(-1, 0)`` for that theory; any ``beta < 0`` is accepted. ``h`` (default
+    ``None``, meaning 1) is a positive length-scale squared, a scalar or a ``[d]``
+    vector, as the RBF kernel's: KSDAgg's bandwidth ``lambda`` is ``h = lambda^2``.
 
-    Profile in ``s = ||x - y||^2``: ``kappa = (c^2 + s)^beta``,
+    Profile in ``s = ||x - y||^2 / h``: ``kappa = (c^2 + s)^beta``,
     ``kappa' = beta (c^2 + s)^(beta - 1)``,
     ``kappa'' = beta (beta - 1) (c^2 + s)^(beta - 2)``.
     """
 
     c: jax.Array
     beta: jax.Array
+    h: jax.Array | None
 
-    def __init__(self, c: float | jax.Array = 1.0, beta: float | jax.Array = -0.5):
+    def __init__(self, c: float | jax.Array = 1.0, beta: float | jax.Array = -0.5, h: float | jax.Array | None = None):
         self.c = _as_positive_array(c, "c")
         beta = jnp.asarray(beta, dtype=jnp.result_type(float))
         if is_concrete(beta) and not bool(beta < 0):
             raise ValueError(f"`beta` must be negative (the kernel must decay); received {float(beta)!r}")
         self.beta = beta
+        self.h = None if h is None else _as_positive_array(h, "h")
 
     @property
     def scale(self):
-        return None
+        return self.h
 
     def profile(self, s):
         base = self.c * self.c + s
@@ -288,8 +292,8 @@ def _imq_derivatives(beta, base, k):
 class _HalfIMQ(IMQ):
     """An :class:`IMQ` known to have ``beta = -1/2``: its power is one ``rsqrt`` (see :func:`imq_fast_path`)."""
 
-    def __init__(self, c, beta):
-        self.c, self.beta = c, beta
+    def __init__(self, c, beta, h=None):
+        self.c, self.beta, self.h = c, beta, h
 
     def profile(self, s):
         base = self.c * self.c + s
@@ -314,7 +318,7 @@ def imq_fast_path(kernel, fn):
     general power.
     """
     if type(kernel) is IMQ and jnp.ndim(kernel.beta) == 0:
-        return jax.lax.cond(kernel.beta == -0.5, lambda k: fn(_HalfIMQ(k.c, k.beta)), fn, kernel)
+        return jax.lax.cond(kernel.beta == -0.5, lambda k: fn(_HalfIMQ(k.c, k.beta, k.h)), fn, kernel)
     return fn(kernel)
 
 

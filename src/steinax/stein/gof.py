@@ -58,6 +58,8 @@ __all__ = [
     "GofResult",
     "MIN_BLOCKS",
     "UntestableWarning",
+    "bootstrap_statistics",
+    "checked_test_inputs",
     "gof_test",
     "integrated_autocorrelation_time",
     "stein_matrix_rows",
@@ -213,6 +215,49 @@ def resolve_block_length(block_length, samples, chains: int) -> int:
     return int(block_length)
 
 
+def checked_test_inputs(particles, scores, rng_key, estimator, level, n_bootstrap, bootstrap, block_length, chains,
+                        kind="ksd"):
+    """Validate a wild-bootstrap test's arguments; ``(particles, scores, block_length or None, untestable or None)``.
+
+    Shared by :func:`gof_test` and :func:`steinax.stein.ksdagg.ksdagg_test`; an ``"auto"`` block length
+    too long for the chains makes the test *untestable* (with an :class:`UntestableWarning`).
+    """
+    particles = check_particles(particles)
+    scores = check_scores(scores, particles)
+    check_key(rng_key, "rng_key")
+    n = particles.shape[0]
+    check_estimator(estimator, n)
+    if n < 2:
+        raise ValueError(f"a test needs at least 2 particles; received `particles` with n = {n}")
+    if kind not in DISCREPANCIES:
+        raise ValueError(f"`kind` must be one of {DISCREPANCIES}; received {kind!r}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"`level` must be in (0, 1); received {level!r}")
+    for b in np.atleast_1d(np.asarray(n_bootstrap, dtype=object)):
+        if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1:
+            raise ValueError(f"`n_bootstrap` must be a positive integer (or a pair of them); received {n_bootstrap!r}")
+    if bootstrap not in BOOTSTRAPS:
+        raise ValueError(f"`bootstrap` must be one of {BOOTSTRAPS}; received {bootstrap!r}")
+    if isinstance(chains, bool) or not isinstance(chains, (int, np.integer)) or chains < 1 or n % chains:
+        raise ValueError(f"`chains` must be a positive integer dividing n = {n}; received {chains!r}")
+    if bootstrap == "dependent" and n // chains < 4:
+        raise ValueError(f"the dependent bootstrap needs chains of >= 4 draws; received {chains} chains of {n // chains}")
+    length, untestable = None, None
+    if bootstrap == "dependent" or not (isinstance(block_length, str) and block_length == "auto"):
+        length = resolve_block_length(block_length, particles, int(chains))  # validated whichever bootstrap runs
+    if bootstrap == "iid":
+        length = None
+    draws = n // int(chains)
+    if length is not None and length > draws // MIN_BLOCKS:  # only "auto" gets here: an explicit length is refused
+        untestable = (
+            f"the chains' autocorrelation asks for blocks of {length} draws, so chains of {draws} draws hold fewer "
+            f"than {MIN_BLOCKS} blocks and the dependent bootstrap cannot have power (a stuck or slowly mixing "
+            f"chain): no decision. Run the chains for at least {MIN_BLOCKS * length} draws"
+        )
+        warnings.warn(untestable, UntestableWarning, stacklevel=3)  # the user's call of the test
+    return particles, scores, length, untestable
+
+
 def gof_test(
     particles: jax.Array,
     scores: jax.Array,
@@ -259,38 +304,8 @@ def gof_test(
         >>> bool(res.reject)      # particles of N(0, I) tested against N(0, I)
         False
     """
-    particles = check_particles(particles)
-    scores = check_scores(scores, particles)
-    check_key(rng_key, "rng_key")
-    n = particles.shape[0]
-    check_estimator(estimator, n)
-    if n < 2:
-        raise ValueError(f"a test needs at least 2 particles; received `particles` with n = {n}")
-    if kind not in DISCREPANCIES:
-        raise ValueError(f"`kind` must be one of {DISCREPANCIES}; received {kind!r}")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"`level` must be in (0, 1); received {level!r}")
-    if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, (int, np.integer)) or n_bootstrap < 1:
-        raise ValueError(f"`n_bootstrap` must be a positive integer; received {n_bootstrap!r}")
-    if bootstrap not in BOOTSTRAPS:
-        raise ValueError(f"`bootstrap` must be one of {BOOTSTRAPS}; received {bootstrap!r}")
-    if isinstance(chains, bool) or not isinstance(chains, (int, np.integer)) or chains < 1 or n % chains:
-        raise ValueError(f"`chains` must be a positive integer dividing n = {n}; received {chains!r}")
-    if bootstrap == "dependent" and n // chains < 4:
-        raise ValueError(f"the dependent bootstrap needs chains of >= 4 draws; received {chains} chains of {n // chains}")
-    length, untestable = None, None
-    if bootstrap == "dependent" or not (isinstance(block_length, str) and block_length == "auto"):
-        length = resolve_block_length(block_length, particles, int(chains))  # validated whichever bootstrap runs
-    if bootstrap == "iid":
-        length = None
-    draws = n // int(chains)
-    if length is not None and length > draws // MIN_BLOCKS:  # only "auto" gets here: an explicit length is refused
-        untestable = (
-            f"the chains' autocorrelation asks for blocks of {length} draws, so chains of {draws} draws hold fewer "
-            f"than {MIN_BLOCKS} blocks and the dependent bootstrap cannot have power (a stuck or slowly mixing "
-            f"chain): no decision. Run the chains for at least {MIN_BLOCKS * length} draws"
-        )
-        warnings.warn(untestable, UntestableWarning, stacklevel=2)
+    particles, scores, length, untestable = checked_test_inputs(particles, scores, rng_key, estimator, level, n_bootstrap,
+                                                                bootstrap, block_length, chains, kind)
     check_block_size(block_size)
     kernel = as_kernel(kernel, IMQ())
     statistic, p_value, threshold, discrepancy = _bootstrap_in_batches(
@@ -318,12 +333,24 @@ def gof_test(
 
 def _bootstrap_in_batches(rng_key, n_bootstrap, kind, particles, scores, kernel, estimator, level, block_size, bootstrap,
                           length, chains):
-    """The test with the ``[B, n]`` multipliers in batches of bootstrap draws that fit the memory budget.
+    """The test's statistic, p-value, threshold and discrepancy (:func:`bootstrap_statistics`: batches of
+    bootstrap draws that fit the memory budget)."""
+    statistic, boot, discrepancy = bootstrap_statistics(rng_key, n_bootstrap, kind, particles, scores, kernel, estimator,
+                                                        block_size, bootstrap, length, chains)
+    p_value = (1.0 + jnp.sum(boot >= statistic)) / (1.0 + n_bootstrap)
+    threshold = jnp.quantile(boot, 1.0 - level)
+    return statistic, p_value, threshold, discrepancy
 
-    One batch (the same multipliers as one ``[B, n]`` matrix) whenever ``B n`` values take at most a
-    quarter of the budget; beyond, each batch of draws is its own pass over the Stein kernel matrix
-    (keys ``fold_in(rng_key, batch)``), so memory stays bounded at any ``n`` (before, ``B n`` was stored:
-    4 GB at n = 10^6, B = 1000).
+
+def bootstrap_statistics(rng_key, n_bootstrap, kind, particles, scores, kernel, estimator, block_size, bootstrap,
+                         length, chains):
+    """``(statistic, boot [B], discrepancy)``: the test statistic and its ``B`` wild-bootstrap copies (module docstring).
+
+    The multipliers depend only on ``rng_key``, ``B``, ``n`` and the bootstrap's kind, so calls with
+    different kernels and the same key share them (KSDAgg's joint bootstrap). One ``[B, n]`` batch
+    when ``B n`` values take at most a quarter of the memory budget; beyond, each batch of draws is
+    its own pass over the Stein kernel matrix (keys ``fold_in(rng_key, batch)``), so memory stays
+    bounded at any ``n``.
     """
     from steinax.kernels.pairwise import memory_budget
 
@@ -335,15 +362,15 @@ def _bootstrap_in_batches(rng_key, n_bootstrap, kind, particles, scores, kernel,
                                           chains=chains)
 
     if per_batch >= n_bootstrap:
-        w = multipliers(rng_key, n_bootstrap)
-        statistic, boot, discrepancy = _gof(kind, particles, scores, kernel, w, estimator, block_size)
-    else:
-        boots = []
-        for b, start in enumerate(range(0, n_bootstrap, per_batch)):
-            w = multipliers(jax.random.fold_in(rng_key, b), min(per_batch, n_bootstrap - start))
-            statistic, boot_b, discrepancy = _gof(kind, particles, scores, kernel, w, estimator, block_size)
-            boots.append(boot_b)
-        boot = jnp.concatenate(boots)
+        return _gof(kind, particles, scores, kernel, multipliers(rng_key, n_bootstrap), estimator, block_size)
+    boots = []
+    for b, start in enumerate(range(0, n_bootstrap, per_batch)):
+        w = multipliers(jax.random.fold_in(rng_key, b), min(per_batch, n_bootstrap - start))
+        statistic, boot_b, discrepancy = _gof(kind, particles, scores, kernel, w, estimator, block_size)
+        boots.append(boot_b)
+    return statistic, jnp.concatenate(boots), discrepancy
+    statistic, boot, discrepancy = bootstrap_statistics(rng_key, n_bootstrap, kind, particles, scores, kernel, estimator,
+                                                        block_size, bootstrap, length, chains)
     p_value = (1.0 + jnp.sum(boot >= statistic)) / (1.0 + n_bootstrap)
     threshold = jnp.quantile(boot, 1.0 - level)
     return statistic, p_value, threshold, discrepancy

@@ -1,0 +1,127 @@
+"""KSDAgg (Schrab, Guedj & Gretton 2022) against a naive reference written from the paper's Algorithm 1."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from steinax.stein.gof import wild_bootstrap_multipliers
+from steinax.stein.ksdagg import aggregation_weights, ksdagg_bandwidths, ksdagg_test
+
+
+def _stein_imq(x, s, lam):
+    """The IMQ Stein kernel ``(1 + |D|^2 / lam^2)^{-1/2}`` pair by pair, derivatives by hand (NumPy loops)."""
+    n, d = x.shape
+    g = 1.0 / lam**2
+    h = np.empty((n, n))
+    for a in range(n):
+        for b in range(n):
+            dd = x[a] - x[b]
+            q = 1.0 + g * dd @ dd
+            grad_x = -g * q**-1.5 * dd  # d/dx of q^{-1/2}
+            trace = g * d * q**-1.5 - 3.0 * g * g * (dd @ dd) * q**-2.5
+            h[a, b] = q**-0.5 * s[a] @ s[b] + grad_x @ s[b] - grad_x @ s[a] + trace
+    return h
+
+
+def _naive_ksdagg(x, s, lams, w, mult, b1, alpha, steps):
+    """Algorithm 1 with Python loops: U-statistics, the B1 + 1 sorted values, the bisection over u, the decision."""
+    n = x.shape[0]
+    stats, boots = [], []
+    for lam in lams:
+        h = _stein_imq(x, s, lam)
+        np.fill_diagonal(h, 0.0)
+        stats.append(h.sum() / (n * (n - 1)))
+        boots.append(np.array([m @ h @ m for m in mult]) / (n * (n - 1)))
+    stats, boots = np.array(stats), np.array(boots)
+    m1 = np.sort(np.concatenate([boots[:, :b1], stats[:, None]], axis=1), axis=1)
+    m2 = boots[:, b1:]
+
+    def q(u):
+        return np.array([m1[i, int(np.ceil((b1 + 1) * (1 - u * w[i]))) - 1] for i in range(len(lams))])
+
+    lo, hi = 0.0, float(np.min(1 / w))
+    for _ in range(steps):
+        u = (lo + hi) / 2
+        p_u = np.mean([np.max(m2[:, b] - q(u)) > 0 for b in range(m2.shape[1])])
+        lo, hi = (u, hi) if p_u <= alpha else (lo, u)
+    p_values = np.mean(m1 >= stats[:, None], axis=1)
+    return bool(np.any(p_values <= lo * w)), lo, p_values, stats
+
+
+@pytest.mark.parametrize("shift, weights", [(0.0, "uniform"), (0.6, "uniform"), (0.6, "centred")])
+def test_equals_the_naive_algorithm(shift, weights):
+    """float64, the same multipliers (the test's own key): statistics to 1e-10 relative (sums of 60^2 terms of
+    size ~1), p-values (their counts), the correction u and the decision exactly (they compare sorted values)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(60, 2)) + shift
+    s = -(x - 0.0)
+    b1, b2, steps = 99, 80, 20
+    with jax.enable_x64(True):
+        key = jax.random.key(3)
+        res = ksdagg_test(x, s, rng_key=key, bandwidths=4, weights=weights, n_bootstrap=(b1, b2), bisection_steps=steps)
+        mult = np.asarray(wild_bootstrap_multipliers(key, b1 + b2, 60, jnp.float64))
+        lams = np.asarray(ksdagg_bandwidths(jnp.asarray(x), 4))
+    reject, u, p_values, stats = _naive_ksdagg(x, s, lams, aggregation_weights(4, weights), mult, b1, 0.05, steps)
+    np.testing.assert_allclose(np.asarray(res.discrepancies), stats, rtol=1e-10)
+    # the same counts of bootstrap values >= the statistic: equal up to the mean's summation order
+    np.testing.assert_allclose(np.asarray(res.p_values) * (b1 + 1), p_values * (b1 + 1), rtol=1e-12)
+    assert res.u == pytest.approx(u, rel=1e-12) and res.reject == reject
+    assert reject == (shift > 0)  # the data: N(0, I) or shifted by 0.6 in both coordinates, n = 60
+
+
+def test_default_bandwidths_are_the_authors_collection():
+    """``lambda_max^{i/(N-1)} / d`` with ``lambda_max = max(2, max distance among the first 500 rows)``."""
+    x = np.random.default_rng(1).normal(size=(700, 3)) * 3.0
+    lam = np.asarray(ksdagg_bandwidths(jnp.asarray(x, jnp.float32), 5))
+    from scipy.spatial.distance import pdist
+
+    lam_max = max(2.0, pdist(x[:500]).max())
+    np.testing.assert_allclose(lam, lam_max ** (np.arange(5) / 4) / 3, rtol=1e-5)
+
+
+def test_weights_sum_to_one_and_follow_the_named_shapes():
+    for kind in ("uniform", "decreasing", "increasing", "centred"):
+        for n in (4, 5):
+            assert aggregation_weights(n, kind).sum() == pytest.approx(1.0)
+    assert np.all(np.diff(aggregation_weights(5, "decreasing")) < 0)
+    c = aggregation_weights(5, "centred")
+    assert np.argmax(c) == 2 and c[0] == pytest.approx(c[4])
+
+
+def test_dependent_and_parametric_bootstraps_run_and_decide():
+    """A chain of N(0, 1) (AR(1), phi = 0.5) is not rejected by the dependent bootstrap; the parametric
+    bootstrap with exact target draws rejects a scaled sample (sd 1.6 against 1)."""
+    rng = np.random.default_rng(2)
+    z = np.zeros((2, 400, 1))
+    for t in range(1, 400):
+        z[:, t] = 0.5 * z[:, t - 1] + np.sqrt(0.75) * rng.normal(size=(2, 1))
+    x = z.reshape(800, 1).astype(np.float32)
+    res = ksdagg_test(x, -x, rng_key=jax.random.key(0), bootstrap="dependent", chains=2, block_length=10,
+                      n_bootstrap=200)
+    assert not res.reject and res.block_length == 10 and "do not reject" in res.summary()
+
+    def sampler(key, n):
+        y = jax.random.normal(key, (n, 1))
+        return y, -y
+
+    y = (1.6 * rng.normal(size=(100, 1))).astype(np.float32)
+    par = ksdagg_test(y, -y, rng_key=jax.random.key(1), bootstrap="parametric", target_sampler=sampler,
+                      n_bootstrap=(60, 40), bandwidths=3)
+    assert par.reject and par.bootstrap == "parametric"
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(bandwidths=1), "at least 2 bandwidths"),
+    (dict(bandwidths=np.array([1.0, -1.0])), "positive bandwidths"),
+    (dict(weights="flat"), "`weights` must be one of"),
+    (dict(weights=np.array([0.5, 0.6]), bandwidths=np.array([1.0, 2.0])), r"sum to 1"),
+    (dict(n_bootstrap=(10, 0)), "`n_bootstrap` must be a positive integer"),
+    (dict(bootstrap="parametric"), "needs `target_sampler`"),
+    (dict(bootstrap="block"), "`bootstrap` must be one of"),
+    (dict(bisection_steps=0), "`bisection_steps`"),
+])
+def test_bad_input_names_the_argument(kwargs, match):
+    x = np.random.default_rng(3).normal(size=(40, 2)).astype(np.float32)
+    with pytest.raises(ValueError, match=match):
+        ksdagg_test(x, -x, rng_key=jax.random.key(0), **kwargs)
