@@ -5,12 +5,15 @@ from steinax.stein.gof import DISCREPANCIES, GofResult, gof_test, stein_matrix_r
 from steinax.stein.kcc_sd import complete_conditional_scores, kcc_sd, kcc_sd_conditional, kcc_sd_coordinates
 from steinax.stein.ksdagg import AggregatedTest, ksdagg_test
 from steinax.stein.mksd import WEIGHT_RULES, kernel_ksds, mk_weights, mksd
+from steinax.stein.nystrom import nystrom_ksd, nystrom_ksd_test
 
 __all__ = [
     "block_ksd",
     "gof_test",
     "GofResult",
     "ksdagg_test",
+    "nystrom_ksd",
+    "nystrom_ksd_test",
     "AggregatedTest",
     "DISCREPANCIES",
     "stein_matrix_rows",
