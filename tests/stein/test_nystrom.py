@@ -8,7 +8,7 @@ import pytest
 from steinax.kernels import IMQ
 from steinax.stein import ksd
 from steinax.stein.ksd import stein_kernel_matrix
-from steinax.stein.nystrom import nystrom_ksd, nystrom_ksd_test
+from steinax.stein.nystrom import _packed_rademacher, nystrom_ksd, nystrom_ksd_test
 
 
 def test_statistic_and_bootstrap_equal_a_dense_reference():
@@ -27,8 +27,7 @@ def test_statistic_and_bootstrap_equal_a_dense_reference():
                                              jnp.asarray(s[idx]), IMQ()))
         knm = np.array(stein_kernel_matrix(jnp.asarray(x), jnp.asarray(s), jnp.asarray(x[idx]), jnp.asarray(s[idx]),
                                              IMQ()))
-        w = np.asarray(jax.random.rademacher(jax.random.fold_in(jax.random.split(key, 3)[0], 0), (50, 90),
-                                             jnp.float64))
+        w = np.asarray(_packed_rademacher(jax.random.fold_in(jax.random.split(key, 3)[0], 0), 50, 90, jnp.float64))
     pinv = np.linalg.pinv(kmm, rcond=1e-12, hermitian=True)
     knm[idx] = 0.0
     nr = 78
@@ -71,6 +70,16 @@ def test_dependent_bootstrap_over_several_blocks_keeps_the_level_on_a_chain(monk
     iid = nystrom_ksd_test(x, -x, rng_key=jax.random.key(0))
     assert not bool(dep.reject) and dep.block_length == 100
     assert float(iid.p_value) < float(dep.p_value)
+
+
+def test_packed_signs_are_fair_and_independent():
+    """100 x 3200 packed signs: the mean within 4 standard errors of 0 and the lag-1 and bit-32-apart correlations
+    within 4 standard errors of 0 (fixed key: deterministic)."""
+    w = np.asarray(_packed_rademacher(jax.random.key(0), 100, 3200, jnp.float32))
+    assert set(np.unique(w)) == {-1.0, 1.0}
+    se = 1 / np.sqrt(w.size)
+    assert abs(w.mean()) < 4 * se
+    assert abs(np.mean(w[:, 1:] * w[:, :-1])) < 4 * se and abs(np.mean(w[:, 32:] * w[:, :-32])) < 4 * se
 
 
 @pytest.mark.parametrize("kwargs, match", [
