@@ -185,7 +185,8 @@ def ksd_command(args) -> int:
     res = sample_quality(samples, target, kernel=kernel, kind=args.kind, estimator=args.estimator, test=not args.no_test,
                          rng_key=jax.random.key(args.seed), n_bootstrap=args.bootstrap, level=args.level,
                          block_size=args.block_size, var_names=None if args.samples.lower().endswith(".csv") else args.var_names,
-                         bootstrap=args.wild_bootstrap, block_length=_block_length(args.block_length), spread=args.spread)
+                         bootstrap=args.wild_bootstrap, block_length=_block_length(args.block_length), spread=args.spread,
+                         method=args.method)
     print(f"samples: {args.samples}; target: {args.target}; kernel: {args.kernel}")
     print(res.summary())
     return 0
@@ -330,6 +331,8 @@ def main(argv=None) -> int:
     p_ksd.add_argument("--wild-bootstrap", choices=["auto", "iid", "dependent"], default="auto",
                        help="auto: dependent (autocorrelated chains) for chain-shaped samples, i.i.d. otherwise")
     p_ksd.add_argument("--block-length", default="auto", help="dependent bootstrap block length (integer >= 2 or auto)")
+    p_ksd.add_argument("--method", choices=["auto", "exact", "nystrom"], default="auto",
+                       help="auto: the exact KSD up to 50,000 samples, the Nyström KSD (linear in n) beyond")
     p_ksd.add_argument("--float64", action="store_true", help="compute in float64 (enables JAX's 64-bit mode)")
     p_thin = sub.add_parser("thin", help="Stein thinning: the m draws whose empirical measure has the smallest KSD")
     p_thin.add_argument("samples", help="samples file: .npy ([n, d] or [chains, draws, d]), .csv or ArviZ NetCDF (.nc)")

@@ -92,3 +92,22 @@ def test_bad_input_names_the_argument(kwargs, match):
     x = np.random.default_rng(3).normal(size=(100, 2)).astype(np.float32)
     with pytest.raises(ValueError, match=match):
         nystrom_ksd_test(x, -x, rng_key=jax.random.key(0), **kwargs)
+
+
+def test_sample_quality_switches_to_nystrom_above_the_stated_n(monkeypatch):
+    """``method="auto"`` uses the exact statistic up to NYSTROM_ABOVE samples and the Nyström test beyond
+    (the threshold lowered here to keep the test small); the Nyström result equals nystrom_ksd_test's."""
+    from steinax.diagnostics import quality, sample_quality
+
+    x = np.random.default_rng(4).normal(size=(3000, 2)).astype(np.float32)
+    logp = lambda v: -0.5 * jnp.sum(v**2)  # noqa: E731
+    exact = sample_quality(x, logp, test=True, rng_key=jax.random.key(0), n_bootstrap=100)
+    assert exact.method == "exact"
+    monkeypatch.setattr(quality, "NYSTROM_ABOVE", 2000)
+    auto = sample_quality(x, logp, test=True, rng_key=jax.random.key(0), n_bootstrap=100)
+    direct = nystrom_ksd_test(x, -x, rng_key=jax.random.key(0), n_bootstrap=100)
+    assert auto.method == "nystrom" and auto.estimator == "v" and "(Nyström)" in auto.summary()
+    assert auto.discrepancy == pytest.approx(float(direct.discrepancy), rel=1e-5)
+    assert auto.p_value == pytest.approx(float(direct.p_value))
+    with pytest.raises(ValueError, match="needs kind='ksd'"):
+        sample_quality(x, logp, kind="kcc_sd", method="nystrom")

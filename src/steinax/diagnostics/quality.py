@@ -49,7 +49,11 @@ from steinax.stein.kcc_sd import kcc_sd
 from steinax.stein.ksd import ksd
 from steinax.targets.base import as_target, evaluate_checked
 
-__all__ = ["SampleQuality", "as_sample_array", "draws_and_scores", "load_samples", "sample_quality"]
+__all__ = ["NYSTROM_ABOVE", "SampleQuality", "as_sample_array", "draws_and_scores", "load_samples", "sample_quality"]
+
+NYSTROM_ABOVE = 50_000
+"""``method="auto"`` measures more samples than this with the Nyström KSD (the exact statistic's ``n^2`` pairs
+take minutes on two CPU cores at ``n = 50,000`` with a test; the Nyström pass takes seconds)."""
 
 # CSV columns that index draws rather than hold a coordinate (pandas' unnamed
 # index, R's write.csv, ArviZ's data frames); "chain" also splits the chains.
@@ -70,6 +74,8 @@ class SampleQuality(eqx.Module):
         spread, relaxation: the collapse checks (:class:`~steinax.diagnostics.SpreadCheck`,
             :class:`~steinax.diagnostics.RelaxationCheck`) when ``spread=True``, else ``None``.
         modes: the missing-mode check (:class:`~steinax.diagnostics.ModeCheck`) when ``spread=True``.
+        method: ``"exact"`` (every pair of samples) or ``"nystrom"`` (the Nyström KSD,
+            :mod:`steinax.stein.nystrom`, V-statistic, linear in ``n``).
     """
 
     discrepancy: float
@@ -82,6 +88,7 @@ class SampleQuality(eqx.Module):
     spread: SpreadCheck | None = None
     relaxation: RelaxationCheck | None = None
     modes: ModeCheck | None = None
+    method: str = eqx.field(static=True, default="exact")
 
     @property
     def p_value(self) -> float | None:
@@ -110,7 +117,7 @@ class SampleQuality(eqx.Module):
 
     def summary(self) -> str:
         """A few lines for a terminal (the CLI prints this)."""
-        name = self.kind.upper().replace("_", "-")
+        name = self.kind.upper().replace("_", "-") + (" (Nyström)" if self.method == "nystrom" else "")
         lines = [f"{name} (squared, {self.estimator.upper()}-statistic): {self.discrepancy:.6g}   (n = {self.n}, d = {self.d}, chains = {self.chains})"]
         t = self.test
         if t is not None:
@@ -424,6 +431,7 @@ def sample_quality(
     bootstrap: str = "auto",
     block_length: int | str = "auto",
     spread: bool = False,
+    method: str = "auto",
 ) -> SampleQuality:
     """Kernel Stein discrepancy of ``samples`` against ``target`` (and optionally a goodness-of-fit test).
 
@@ -449,6 +457,10 @@ def sample_quality(
             :func:`~steinax.diagnostics.mode_check` (on at most 500 evenly thinned samples). ``SampleQuality.collapsed`` is the collapse checks' flag,
             ``SampleQuality.flagged`` adds a mode mismatch; calibrated on the posterior suite (docs:
             "Is my posterior right?").
+        method: ``"auto"`` (default: ``"exact"`` up to :data:`NYSTROM_ABOVE` samples, ``"nystrom"``
+            beyond, for ``kind="ksd"``), ``"exact"`` (every pair: ``O(n^2)`` time) or ``"nystrom"``
+            (:func:`steinax.stein.nystrom_ksd_test`: the Nyström KSD, a V-statistic, and its test, linear
+            in ``n``; ``estimator`` and ``block_size`` do not apply).
 
     Returns:
         A :class:`SampleQuality`.
@@ -467,9 +479,26 @@ def sample_quality(
     tgt = as_target(target)
     x, scores, chains = draws_and_scores(samples, tgt, var_names=var_names, dtype=dtype)
     kernel = as_kernel(kernel, IMQ())
-    meta = dict(kind=kind, estimator=estimator, n=int(x.shape[0]), d=int(x.shape[1]), chains=int(chains))
+    if method not in ("auto", "exact", "nystrom"):
+        raise ValueError(f"`method` must be 'auto', 'exact' or 'nystrom'; received {method!r}")
+    if method == "nystrom" and kind != "ksd":
+        raise ValueError(f"`method='nystrom'` needs kind='ksd'; received kind={kind!r}")
+    if method == "auto":
+        method = "nystrom" if kind == "ksd" and x.shape[0] > NYSTROM_ABOVE else "exact"
+    if method == "nystrom":
+        estimator = "v"
+    meta = dict(kind=kind, estimator=estimator, n=int(x.shape[0]), d=int(x.shape[1]), chains=int(chains),
+                method=method)
     if spread:
         meta.update(_collapse_checks(tgt, x, scores, samples, chains, block_length, rng_key))
+    if method == "nystrom":
+        from steinax.stein.nystrom import nystrom_ksd_test
+
+        boot = ("dependent" if _is_chains(samples, chains) else "iid") if bootstrap == "auto" else bootstrap
+        res = nystrom_ksd_test(x, scores, kernel, rng_key=rng_key if test else jax.random.key(0), level=level,
+                               n_bootstrap=n_bootstrap if test else 1, bootstrap=boot, block_length=block_length,
+                               chains=int(chains))
+        return SampleQuality(discrepancy=float(res.discrepancy), test=res if test else None, **meta)
     if not test:
         fn = ksd if kind == "ksd" else kcc_sd
         return SampleQuality(discrepancy=float(fn(x, scores, kernel, estimator, block_size=block_size)), **meta)
