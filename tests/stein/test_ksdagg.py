@@ -107,7 +107,7 @@ def test_dependent_and_parametric_bootstraps_run_and_decide():
 
     y = (1.6 * rng.normal(size=(100, 1))).astype(np.float32)
     par = ksdagg_test(y, -y, rng_key=jax.random.key(1), bootstrap="parametric", target_sampler=sampler,
-                      n_bootstrap=(60, 40), bandwidths=3)
+                      n_bootstrap=(39, 20), bandwidths=2)
     assert par.reject and par.bootstrap == "parametric"
 
 
