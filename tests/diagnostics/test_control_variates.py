@@ -11,18 +11,27 @@ from steinax.kernels import IMQ
 from steinax.stein.ksd import stein_kernel_matrix
 
 
-def test_polynomial_features_are_the_stein_operator_by_autodiff():
-    """``L phi = tr(hess phi) + s . grad phi`` for every monomial of degree 1 and 2, by jax.grad/jax.hessian,
-    float64 to 1e-12."""
+@pytest.mark.parametrize("degree", [2, 4])
+def test_polynomial_features_are_the_stein_operator_by_autodiff(degree):
+    """``L phi = tr(hess phi) + s . grad phi`` for every monomial up to ``degree`` (``x^alpha`` from its
+    exponents), by jax.grad/jax.hessian, float64 to 1e-10; one coordinate exactly 0 (0^0 = 1, no NaN)."""
+    from steinax.diagnostics.control_variates import multi_indices
+
     rng = np.random.default_rng(0)
     with jax.enable_x64(True):
-        x, s = jnp.asarray(rng.normal(size=(7, 3))), jnp.asarray(rng.normal(size=(7, 3)))
-        got = np.asarray(polynomial_stein_features(x, s, 2))
-        monomials = [lambda z, k=k: z[k] for k in range(3)]
-        monomials += [lambda z, j=j, k=k: z[j] * z[k] for j, k in zip(*np.triu_indices(3))]
-        want = np.stack([np.asarray(jax.vmap(lambda z, t, m=m: jnp.trace(jax.hessian(m)(z)) + t @ jax.grad(m)(z))(x, s))
-                         for m in monomials], axis=1)
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+        x, s = rng.normal(size=(7, 3)), rng.normal(size=(7, 3))
+        x[0, 1] = 0.0
+        x, s = jnp.asarray(x), jnp.asarray(s)
+        got = np.asarray(polynomial_stein_features(x, s, degree))
+        alphas = multi_indices(3, degree)
+
+        def monomial(a):  # integer powers of the coordinates that appear: differentiable at 0
+            return lambda v: jnp.prod(jnp.stack([v[k] ** int(a[k]) for k in range(3) if a[k] > 0]))
+
+        want = np.stack([np.asarray(jax.vmap(lambda z, t, m=monomial(a): jnp.trace(jax.hessian(m)(z))
+                                             + t @ jax.grad(m)(z))(x, s)) for a in alphas], axis=1)
+    assert got.shape == (7, len(alphas)) and np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("basis", ["polynomial", "semi_exact"])
@@ -108,7 +117,7 @@ def test_chain_input_inflates_the_standard_error():
     (dict(basis="spline"), "`basis` must be"),
     (dict(folds=1), "`folds` must be an integer"),
     (dict(bandwidth=-1.0, basis="kernel"), "`bandwidth` must be positive"),
-    (dict(degree=3, basis="polynomial"), "`degree` must be 1 or 2"),
+    (dict(degree=5, basis="polynomial"), r"`degree` must be an integer in \[1, 4\]"),
 ])
 def test_bad_input_names_the_argument(kwargs, match):
     x = np.random.default_rng(5).normal(size=(100, 2)).astype(np.float32)

@@ -6,8 +6,8 @@ has ``E_p g = 0``, so ``E_p f = E_p (f - g)``, and ``g`` fitted to ``f`` removes
 Three bases for ``g`` (all linear in their coefficients):
 
 * ``"polynomial"`` (zero-variance control variates; Mira, Solgi & Imparato 2013; Assaraf & Caffarel
-  1999): ``phi`` the monomials of degree ``<= degree``; ``L x_k = s_k``,
-  ``L (x_j x_k) = s_j x_k + s_k x_j + 2 [j = k]``; ordinary least squares with an intercept.
+  1999): ``phi`` the monomials of degree ``<= degree`` (:func:`polynomial_stein_features`; ``L x_k = s_k``,
+  ``L (x_j x_k) = s_j x_k + s_k x_j + 2 [j = k]``); ordinary least squares with an intercept.
 * ``"kernel"`` (control functionals; Oates, Girolami & Chopin 2017): ``g = sum_a a_a k_0(x_a, .)`` with
   ``k_0`` the Langevin Stein kernel (:func:`steinax.stein.ksd.stein_kernel_matrix`, IMQ base kernel
   ``(1 + ||x - y||^2 / h)^{-1/2}``), a constant, and ridge ``lambda`` on ``a^T K_0 a``.
@@ -23,9 +23,9 @@ chain by chain (:func:`steinax.stein.gof.integrated_autocorrelation_time`; 1 for
 In-sample residuals would be too small for a kernel fit (it interpolates), and their standard error
 would not cover.
 
-**Choice by cross-validation.** With ``basis="auto"`` (default) the candidates (polynomial degree 1 and
-2; kernel and semi-exact with ``h`` the median squared distance times 1/4, 1 and 4 and
-``lambda = 1e-3``) are scored by the held-out mean squared error of ``f - c - g`` on the same folds,
+**Choice by cross-validation.** With ``basis="auto"`` (default) the candidates (polynomial degrees 1 to
+4; kernel, and semi-exact of degree 1 and 2, with ``h`` the median squared distance times 1/4, 1 and 4
+and ``lambda = 1e-3``; a polynomial basis only while it has at most ``n / 4`` coefficients) are scored by the held-out mean squared error of ``f - c - g`` on the same folds,
 per function; the best is reported with its cross-fitted estimate, and the plain mean beside it.
 """
 
@@ -42,24 +42,45 @@ from steinax.kernels.base import IMQ
 from steinax.stein.gof import integrated_autocorrelation_time
 from steinax.stein.ksd import stein_kernel_matrix
 
-__all__ = ["BASES", "ControlVariateEstimate", "stein_control_variates", "polynomial_stein_features"]
+__all__ = ["BASES", "MAX_DEGREE", "ControlVariateEstimate", "stein_control_variates", "polynomial_stein_features",
+           "multi_indices"]
 
 BASES = ("polynomial", "kernel", "semi_exact")
 
 
-def polynomial_stein_features(x: jax.Array, scores: jax.Array, degree: int) -> jax.Array:
-    """``[n, m]`` the Langevin Stein operator on the monomials of degree 1..``degree`` (``degree`` 1 or 2).
+def multi_indices(d: int, degree: int) -> np.ndarray:
+    """``[m, d]`` the exponents ``alpha`` of the monomials ``x^alpha`` with ``1 <= |alpha| <= degree``, by degree."""
+    from itertools import combinations_with_replacement
 
-    Degree 1: ``L x_k = s_k`` (``d`` columns). Degree 2 adds ``L (x_j x_k) = s_j x_k + s_k x_j + 2 [j = k]``
-    for ``j <= k`` (``d (d + 1) / 2`` columns).
+    rows = []
+    for q in range(1, degree + 1):
+        for combo in combinations_with_replacement(range(d), q):
+            rows.append(np.bincount(np.asarray(combo), minlength=d))
+    return np.asarray(rows, dtype=np.int32).reshape(-1, d)
+
+
+def polynomial_stein_features(x: jax.Array, scores: jax.Array, degree: int) -> jax.Array:
+    """``[n, m]`` the Langevin Stein operator on the monomials of degree 1..``degree`` (:func:`multi_indices`).
+
+    For ``phi = x^alpha``: ``L phi = sum_k alpha_k (alpha_k - 1) x^(alpha - 2 e_k) + sum_k s_k alpha_k
+    x^(alpha - e_k)``. Degree 1 gives ``L x_k = s_k``; degree 2 ``L (x_j x_k) = s_j x_k + s_k x_j + 2 [j = k]``.
     """
-    if degree not in (1, 2):
-        raise ValueError(f"`degree` must be 1 or 2; received {degree!r}")
-    cols = [scores]
-    if degree == 2:
-        j, k = np.triu_indices(x.shape[1])
-        cols.append(scores[:, j] * x[:, k] + scores[:, k] * x[:, j] + 2.0 * (j == k)[None])
-    return jnp.concatenate(cols, axis=1)
+    if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or not 1 <= degree <= MAX_DEGREE:
+        raise ValueError(f"`degree` must be an integer in [1, {MAX_DEGREE}]; received {degree!r}")
+    alpha = jnp.asarray(multi_indices(x.shape[1], int(degree)), x.dtype)  # [m, d]
+
+    def power(e):  # x^e for exponents e >= 0 ([m, d] -> [n, m]); negative exponents only where multiplied by 0
+        return jnp.prod(jnp.where(e[None] > 0, x[:, None, :] ** jnp.maximum(e, 0.0)[None], 1.0), axis=-1)
+
+    eye = jnp.eye(x.shape[1], dtype=x.dtype)
+    drift = sum(alpha[:, k][None] * scores[:, k:k + 1] * power(alpha - eye[k][None]) for k in range(x.shape[1]))
+    second = sum(alpha[:, k][None] * (alpha[:, k][None] - 1.0) * power(alpha - 2.0 * eye[k][None])
+                 for k in range(x.shape[1]))
+    return drift + second
+
+
+MAX_DEGREE = 4
+"""Polynomial bases up to degree 4: a heavy-tailed target's ``x^2`` needs ``L x^4`` (degree 2 grows too slowly)."""
 
 
 @eqx.filter_jit
@@ -148,7 +169,7 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
             callable ``f(x) -> [p]`` (or a scalar) of one draw in the space the draws are read in.
         scores: the draws' scores if already computed.
         basis: ``"auto"`` (cross-validated, per function), ``"polynomial"``, ``"kernel"``, ``"semi_exact"``.
-        degree: the polynomial degree (1 or 2) of ``"polynomial"`` and ``"semi_exact"``.
+        degree: the polynomial degree (1 to :data:`MAX_DEGREE`) of ``"polynomial"`` and ``"semi_exact"``.
         bandwidth: the IMQ's ``h`` for the kernel bases (default: median squared distance; ``"auto"``
             tries it times 1/4, 1 and 4).
         ridge: ``lambda``.
@@ -184,18 +205,20 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
         raise ValueError(f"`bandwidth` must be positive (the median squared distance of the draws is {med:.3g}); "
                          f"received {bandwidth!r}")
     hs = [h0 / 4, h0, 4 * h0] if bandwidth == "auto" or basis == "auto" else [h0]
-    poly_cols = d if degree == 1 else d + d * (d + 1) // 2
+    if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or not 1 <= degree <= MAX_DEGREE:
+        raise ValueError(f"`degree` must be an integer in [1, {MAX_DEGREE}]; received {degree!r}")
+    fits = {q: len(multi_indices(d, q)) < n // 4 for q in range(1, MAX_DEGREE + 1)}  # at most n/4 coefficients
     candidates = []
     if basis in ("auto", "polynomial"):
-        degrees = [1, 2] if basis == "auto" else [degree]
-        candidates += [("polynomial", q, None) for q in degrees if (d if q == 1 else d + d * (d + 1) // 2) < n // 2]
+        candidates += [("polynomial", q, None) for q in (range(1, MAX_DEGREE + 1) if basis == "auto" else [degree])
+                       if fits[q]]
     if basis in ("auto", "kernel"):
         candidates += [("kernel", None, h) for h in hs]
-    if basis in ("auto", "semi_exact") and poly_cols < n // 2:
-        candidates += [("semi_exact", 1 if basis == "auto" else degree, h) for h in hs]
+    if basis in ("auto", "semi_exact"):
+        candidates += [("semi_exact", q, h) for q in ((1, 2) if basis == "auto" else (degree,)) if fits[q] for h in hs]
     if not candidates:
-        raise ValueError(f"`degree` = {degree} has {poly_cols} polynomial features for {n} draws: too many; use "
-                         "degree 1 or the kernel basis")
+        raise ValueError(f"`degree` = {degree} has {len(multi_indices(d, degree))} polynomial features for {n} draws "
+                         "(at most n / 4): use a lower degree or the kernel basis")
     bounds = np.linspace(0, n, folds + 1).astype(int)
     held = []  # per candidate: held-out (prediction, g) over all rows
     for kind, q, h in candidates:
