@@ -21,7 +21,7 @@ TINY = {
     "blr/accuracy_vs_iteration.py": ["--dataset", "pima", "--splits", "1", "--checkpoints", "2", "4", "--particles", "5"],
     "bnn/sgld_step_grid.py": ["--step-sizes", "1e-5", "--splits", "100", "--steps", "20", "--methods", "sgld"],
     "bnn/boston_gap.py": ["--splits", "1", "--checkpoints", "2", "4", "--particles", "4"],
-    "diagnostics/control_variates_coverage.py": ["--reps", "2", "--draws", "120", "--targets", "student_t5"],
+    "diagnostics/control_variates_coverage.py": ["--reps", "2", "--draws", "120", "--targets", "skewed_t5"],
     "diagnostics/ksdagg_calibration.py": ["--reps", "2", "--power-reps", "2", "--phis", "0.0", "--shifts", "0.3",
                                           "--draws", "100", "--chains", "2", "--bootstrap", "50"],
     "diagnostics/dependent_bootstrap.py": ["--reps", "2", "--phis", "0.5", "--chains", "2", "--draws", "20", "--bootstrap", "20"],
