@@ -49,7 +49,9 @@ def main(argv=None):
     p.add_argument("--bootstrap", type=int, default=500)
     p.add_argument("--level", type=float, default=0.05)
     p.add_argument("--shifts", type=float, nargs="+", default=[0.1, 0.2, 0.3, 0.4, 0.6])
-    p.add_argument("--phis", type=float, nargs="+", default=[0.5, 0.9])
+    p.add_argument("--phis", type=float, nargs="+", default=[0.5, 0.7],
+                   help="AR(1) coefficients; 8 tau must fit 10 times in a chain (phi 0.9 needs chains of >= 1520 draws)")
+    p.add_argument("--parts", default="level_iid,level_ar1,power", help="comma-separated subset of the three parts")
     p.add_argument("--chains", type=int, default=4)
     p.add_argument("--draws", type=int, default=500)
     p.add_argument("--out", default="docs/experiments/diagnostics")
@@ -71,15 +73,18 @@ def main(argv=None):
                      "single_rejections": one, "ksdagg_rate": agg / reps, "single_rate": one / reps,
                      "difference": np.nan, "difference_se": np.nan})
 
+    parts = set(a.parts.split(","))
     # level, i.i.d.
     counts = np.zeros(2, int)
-    for r in range(a.reps):
+    for r in range(a.reps if "level_iid" in parts else 0):
         k1, k2 = jax.random.split(jax.random.fold_in(key, r))
         counts += decisions(jax.random.normal(k1, (a.n, 5)), 1, k2, "iid", a.bootstrap, a.level)
-    record("level_iid", 0.0, a.reps, *counts)
-    print(f"level, i.i.d.: KSDAgg {counts[0]}/{a.reps}, single {counts[1]}/{a.reps} (interval [{lo}, {hi}])", flush=True)
+    if "level_iid" in parts:
+        record("level_iid", 0.0, a.reps, *counts)
+        print(f"level, i.i.d.: KSDAgg {counts[0]}/{a.reps}, single {counts[1]}/{a.reps} (interval [{lo}, {hi}])",
+              flush=True)
     # level, chains
-    for phi in a.phis:
+    for phi in (a.phis if "level_ar1" in parts else []):
         counts = np.zeros(2, int)
         for r in range(a.reps):
             k1, k2 = jax.random.split(jax.random.fold_in(key, 10_000 + r))
@@ -89,8 +94,9 @@ def main(argv=None):
         print(f"level, AR(1) phi = {phi}: KSDAgg {counts[0]}/{a.reps}, single {counts[1]}/{a.reps} "
               f"(dependent bootstrap; interval [{lo}, {hi}])", flush=True)
     # power
-    print(f"power ({a.power_reps} paired samples per shift): rates and KSDAgg - single +- 2 s.e.")
-    for shift in a.shifts:
+    if "power" in parts:
+        print(f"power ({a.power_reps} paired samples per shift): rates and KSDAgg - single +- 2 s.e.")
+    for shift in (a.shifts if "power" in parts else []):
         both = np.zeros((a.power_reps, 2), int)
         for r in range(a.power_reps):
             k1, k2 = jax.random.split(jax.random.fold_in(key, 20_000 + r))
@@ -104,10 +110,13 @@ def main(argv=None):
         print(f"  shift {shift:.2f}: KSDAgg {both[:, 0].mean():.3f}, single {both[:, 1].mean():.3f}; difference "
               f"{diff.mean():+.3f} +- {2 * se:.3f} -> {verdict} within 2 s.e.", flush=True)
     os.makedirs(a.out, exist_ok=True)
-    write_csv_atomically(os.path.join(a.out, "ksdagg_calibration.csv"), rows)
+    write_csv_atomically(os.path.join(a.out, f"ksdagg_calibration_{'_'.join(sorted(parts))}.csv"), rows)
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     sel = [r for r in rows if r["setting"] == "power_shift"]
+    if not sel:
+        print(f"wrote {a.out}/ksdagg_calibration_{'_'.join(sorted(parts))}.csv")
+        return
     for col, label in (("ksdagg_rate", "KSDAgg (10 bandwidths)"), ("single_rate", "KSD, IMQ(1, -1/2)")):
         ax.plot([r["value"] for r in sel], [r[col] for r in sel], marker="o", label=label)
     ax.axhline(a.level, color="gray", lw=0.8, ls="--")
@@ -117,7 +126,7 @@ def main(argv=None):
     ax.legend()
     fig.tight_layout()
     save_figure(fig, os.path.join(a.out, "ksdagg_power.png"))
-    print(f"wrote {a.out}/ksdagg_calibration.csv and ksdagg_power.png")
+    print(f"wrote {a.out}/ksdagg_calibration_{'_'.join(sorted(parts))}.csv and ksdagg_power.png")
 
 
 if __name__ == "__main__":
