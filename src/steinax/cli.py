@@ -186,7 +186,7 @@ def ksd_command(args) -> int:
                          rng_key=jax.random.key(args.seed), n_bootstrap=args.bootstrap, level=args.level,
                          block_size=args.block_size, var_names=None if args.samples.lower().endswith(".csv") else args.var_names,
                          bootstrap=args.wild_bootstrap, block_length=_block_length(args.block_length), spread=args.spread,
-                         method=args.method)
+                         method=args.method, aggregated=args.aggregated)
     print(f"samples: {args.samples}; target: {args.target}; kernel: {args.kernel}")
     print(res.summary())
     return 0
@@ -331,6 +331,8 @@ def main(argv=None) -> int:
     p_ksd.add_argument("--wild-bootstrap", choices=["auto", "iid", "dependent"], default="auto",
                        help="auto: dependent (autocorrelated chains) for chain-shaped samples, i.i.d. otherwise")
     p_ksd.add_argument("--block-length", default="auto", help="dependent bootstrap block length (integer >= 2 or auto)")
+    p_ksd.add_argument("--aggregated", action="store_true",
+                       help="the aggregated test over ten IMQ bandwidths (KSDAgg) instead of one kernel's")
     p_ksd.add_argument("--method", choices=["auto", "exact", "nystrom"], default="auto",
                        help="auto: the exact KSD up to 50,000 samples, the Nyström KSD (linear in n) beyond")
     p_ksd.add_argument("--float64", action="store_true", help="compute in float64 (enables JAX's 64-bit mode)")

@@ -125,3 +125,16 @@ def test_bad_input_names_the_argument(kwargs, match):
     x = np.random.default_rng(3).normal(size=(40, 2)).astype(np.float32)
     with pytest.raises(ValueError, match=match):
         ksdagg_test(x, -x, rng_key=jax.random.key(0), **kwargs)
+
+
+def test_sample_quality_runs_the_aggregated_test_on_request():
+    """``sample_quality(test=True, aggregated=True)``: the decision is ksdagg_test's on the same draws and key,
+    the reported discrepancy the IMQ(1, -1/2) U-statistic, and the summary shows the aggregated test."""
+    from steinax.diagnostics import sample_quality
+    from steinax.stein import ksd
+
+    x = (np.random.default_rng(6).normal(size=(150, 2)) + 0.5).astype(np.float32)
+    q = sample_quality(x, lambda v: -0.5 * jnp.sum(v**2), test=True, aggregated=True, rng_key=jax.random.key(2))
+    direct = ksdagg_test(x, -x, rng_key=jax.random.key(2))
+    assert q.reject == direct.reject and q.reject and "KSDAgg" in q.summary()
+    assert q.discrepancy == pytest.approx(float(ksd(jnp.asarray(x), -jnp.asarray(x), estimator="u")), rel=1e-5)

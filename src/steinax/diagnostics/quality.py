@@ -47,6 +47,7 @@ from steinax.kernels.base import IMQ, AbstractKernel, as_kernel
 from steinax.stein.gof import BOOTSTRAPS, DISCREPANCIES, GofResult, gof_test
 from steinax.stein.kcc_sd import kcc_sd
 from steinax.stein.ksd import ksd
+from steinax.stein.ksdagg import AggregatedTest
 from steinax.targets.base import as_target, evaluate_checked
 
 __all__ = ["NYSTROM_ABOVE", "SampleQuality", "as_sample_array", "draws_and_scores", "load_samples", "sample_quality"]
@@ -74,6 +75,8 @@ class SampleQuality(eqx.Module):
         spread, relaxation: the collapse checks (:class:`~steinax.diagnostics.SpreadCheck`,
             :class:`~steinax.diagnostics.RelaxationCheck`) when ``spread=True``, else ``None``.
         modes: the missing-mode check (:class:`~steinax.diagnostics.ModeCheck`) when ``spread=True``.
+        aggregated: the aggregated test over many bandwidths (:class:`~steinax.stein.AggregatedTest`)
+            when ``aggregated=True`` (then :attr:`reject` is its decision; it has no single p-value).
         method: ``"exact"`` (every pair of samples) or ``"nystrom"`` (the Nyström KSD,
             :mod:`steinax.stein.nystrom`, V-statistic, linear in ``n``).
     """
@@ -89,6 +92,7 @@ class SampleQuality(eqx.Module):
     relaxation: RelaxationCheck | None = None
     modes: ModeCheck | None = None
     method: str = eqx.field(static=True, default="exact")
+    aggregated: AggregatedTest | None = None
 
     @property
     def p_value(self) -> float | None:
@@ -96,6 +100,8 @@ class SampleQuality(eqx.Module):
 
     @property
     def reject(self) -> bool | None:
+        if self.aggregated is not None:
+            return bool(self.aggregated.reject)
         return None if self.test is None else bool(self.test.reject)
 
     @property
@@ -130,6 +136,8 @@ class SampleQuality(eqx.Module):
                     f"wild-bootstrap test, {boot}, B = {t.n_bootstrap}, level {t.level}: statistic {float(t.statistic):.6g}, "
                     f"threshold {float(t.threshold):.6g}, p-value {float(t.p_value):.4g} -> {verdict} H0: samples ~ target"
                 )
+        if self.aggregated is not None:
+            lines.append(self.aggregated.summary())
         if self.spread is not None:
             lines += [self.spread.summary(), self.relaxation.summary(), self.modes.summary()]
         if self.estimator == "u":
@@ -432,6 +440,7 @@ def sample_quality(
     block_length: int | str = "auto",
     spread: bool = False,
     method: str = "auto",
+    aggregated: bool = False,
 ) -> SampleQuality:
     """Kernel Stein discrepancy of ``samples`` against ``target`` (and optionally a goodness-of-fit test).
 
@@ -461,6 +470,9 @@ def sample_quality(
             beyond, for ``kind="ksd"``), ``"exact"`` (every pair: ``O(n^2)`` time) or ``"nystrom"``
             (:func:`steinax.stein.nystrom_ksd_test`: the Nyström KSD, a V-statistic, and its test, linear
             in ``n``; ``estimator`` and ``block_size`` do not apply).
+        aggregated: with ``test=True`` and the exact KSD, run the aggregated test over ten IMQ
+            bandwidths (:func:`steinax.stein.ksdagg_test`; ``kernel`` then only sets the reported
+            discrepancy) instead of the single-kernel test: no bandwidth to choose.
 
     Returns:
         A :class:`SampleQuality`.
@@ -504,6 +516,15 @@ def sample_quality(
         return SampleQuality(discrepancy=float(fn(x, scores, kernel, estimator, block_size=block_size)), **meta)
     if bootstrap == "auto":
         bootstrap = "dependent" if _is_chains(samples, chains) else "iid"
+    if aggregated:
+        if kind != "ksd":
+            raise ValueError(f"`aggregated=True` needs kind='ksd'; received kind={kind!r}")
+        from steinax.stein.ksdagg import ksdagg_test
+
+        agg = ksdagg_test(x, scores, rng_key=rng_key, level=level, bootstrap=bootstrap, block_length=block_length,
+                          chains=int(chains), block_size=block_size)
+        disc = float(ksd(x, scores, kernel, estimator, block_size=block_size))
+        return SampleQuality(discrepancy=disc, aggregated=agg, **meta)
     # the test computes the discrepancy on the way: one pass over the Stein kernel matrix
     res = gof_test(x, scores, kernel, rng_key=rng_key, kind=kind, estimator=estimator, level=level,
                    n_bootstrap=n_bootstrap, block_size=block_size, bootstrap=bootstrap,
