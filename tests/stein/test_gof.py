@@ -45,6 +45,28 @@ def test_statistic_and_bootstrap_equal_a_direct_computation(key, kind, estimator
         np.testing.assert_allclose(r.threshold, np.quantile(boot, 0.95), rtol=1e-3, atol=1e-4)
 
 
+@pytest.mark.parametrize("estimator", ["v", "u"])
+def test_symmetric_tiles_equal_the_dense_bootstrap(estimator):
+    """n = 1100 > TILE: the KSD's bootstrap pass over the upper triangle of 512 x 512 tiles (off-diagonal tiles
+    counted twice, the last tile padded) against the dense ``w^T H w`` in float64, 1e-10 relative (sums of
+    1100^2 terms of size ~1, reordered)."""
+    from steinax.stein import gof
+
+    assert 1100 > gof.TILE
+    with jax.enable_x64(True):
+        x = jax.random.normal(jax.random.key(3), (1100, 3)) * 1.2 + 0.2
+        s = -x
+        rk = jax.random.key(4)
+        stat, boot, disc = gof.bootstrap_statistics(rk, 9, "ksd", x, s, IMQ(), estimator, None, "iid", None, 1)
+        h = _full_h("ksd", x, s, IMQ())
+        w = np.asarray(jax.random.rademacher(rk, (9, 1100), jnp.float64))
+    if estimator == "u":
+        h = h - np.diag(np.diag(h))
+    denom = 1100 if estimator == "v" else 1099
+    np.testing.assert_allclose(float(stat), h.sum() / denom, rtol=1e-10)
+    np.testing.assert_allclose(np.asarray(boot), np.einsum("bi,ij,bj->b", w, h, w) / denom, rtol=1e-10)
+
+
 def test_u_and_v_tests_agree_with_rademacher_multipliers(key):
     """w_a^2 = 1: the diagonal shifts T and every T* by the same constant, so the p-values coincide."""
     x = jax.random.normal(key, (40, 2)) * 1.2

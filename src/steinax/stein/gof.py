@@ -376,6 +376,51 @@ def bootstrap_statistics(rng_key, n_bootstrap, kind, particles, scores, kernel, 
     return statistic, p_value, threshold, discrepancy
 
 
+TILE = 512
+"""Rows (and columns) of a tile of the KSD's bootstrap pass (:func:`_ksd_tiles`)."""
+
+
+def _ksd_tiles(samples, scores, kernel, w, tile: int):
+    """``(sum_ab H_ab, sum_a H_aa, [B] w^T H w)`` for the KSD over the upper triangle of ``tile x tile`` blocks.
+
+    ``H`` is symmetric, so an off-diagonal tile stands for itself and its transpose (counted twice):
+    half the bootstrap's ``B n^2`` multiply-adds of a pass over full row blocks. Rows beyond ``n`` are
+    padding (their multipliers are 0, and they are masked out of the sums).
+    """
+    n, dtype = samples.shape[0], samples.dtype
+    nb = -(-n // tile)
+    pad = nb * tile - n
+    xp = jnp.concatenate([samples, jnp.repeat(samples[-1:], pad, axis=0)]) if pad else samples
+    sp = jnp.concatenate([scores, jnp.repeat(scores[-1:], pad, axis=0)]) if pad else scores
+    wp = jnp.concatenate([w, jnp.zeros((w.shape[0], pad), dtype)], axis=1) if pad else w
+    valid = jnp.arange(nb * tile) < n
+    centre = jnp.mean(samples, axis=0, keepdims=True)  # the cross term is translation invariant: centre once
+    xp = xp - centre
+    pairs = np.array([(i, j) for i in range(nb) for j in range(i, nb)], dtype=np.int32)
+
+    def one(acc, ij):
+        total, diag, boot = acc
+        i, j = ij[0], ij[1]
+        sl = lambda a, k: jax.lax.dynamic_slice_in_dim(a, k * tile, tile, axis=0)  # noqa: E731
+        xi, si, xj, sj = sl(xp, i), sl(sp, i), sl(xp, j), sl(sp, j)
+        mask = sl(valid, i)[:, None] & sl(valid, j)[None, :]
+        row_index = jnp.where(i == j, jnp.arange(tile), -1)  # exact zero self-distances on diagonal tiles
+
+        def block(k):
+            return stein_kernel_from_terms(k, stein_terms(xi, si, xj, sj, k.scale, row_index=row_index))
+
+        h = jnp.where(mask, imq_fast_path(kernel, block), 0.0)
+        factor = jnp.where(i == j, 1.0, 2.0).astype(dtype)
+        wi = jax.lax.dynamic_slice_in_dim(wp, i * tile, tile, axis=1)
+        wj = jax.lax.dynamic_slice_in_dim(wp, j * tile, tile, axis=1)
+        boot = boot + factor * jnp.sum(wi * (wj @ h.T), axis=1)
+        diag = diag + jnp.where(i == j, jnp.trace(h), 0.0)
+        return (total + factor * jnp.sum(h), diag, boot), None
+
+    init = (jnp.zeros((), dtype), jnp.zeros((), dtype), jnp.zeros((w.shape[0],), dtype))
+    return jax.lax.scan(one, init, jnp.asarray(pairs))[0]
+
+
 @eqx.filter_jit
 def _gof(kind, samples, scores, kernel, w, estimator, block_size):
     """The test's statistic, bootstrap statistics and discrepancy from multipliers ``w`` ``[B, n]`` (compiled)."""
@@ -384,6 +429,10 @@ def _gof(kind, samples, scores, kernel, w, estimator, block_size):
     dtype = samples.dtype
     # automatic blocks by default: a block holds H's rows, their products with the B multipliers and the terms
     block_size = pairwise_plan(n, dtype, block_size, store_wanted=False, arrays=6, columns=n + n_bootstrap).rows
+    if kind == "ksd" and n > TILE:  # symmetric tiles: half the bootstrap's work (_ksd_tiles)
+        total, diag, boot = _ksd_tiles(samples, scores, kernel.resolve(samples, None, block_size), w,
+                                       min(TILE, block_size or TILE))
+        return _statistics(total, diag, boot, n, estimator)
     rows = stein_matrix_rows(kind, samples, scores, kernel, block_size)
 
     def block(acc, row_index, xr, sr):
@@ -397,8 +446,12 @@ def _gof(kind, samples, scores, kernel, w, estimator, block_size):
 
     init = (jnp.zeros((), dtype), jnp.zeros((), dtype), jnp.zeros((n_bootstrap,), dtype))
     total, diag, boot = fold_row_blocks(block, init, n, block_size, samples, scores)
+    return _statistics(total, diag, boot, n, estimator)
+
+
+def _statistics(total, diag, boot, n, estimator):
+    """``(statistic, boot, discrepancy)`` from the sums of ``H``, of its diagonal, and the ``w^T H w``."""
     if estimator == "v":
-        discrepancy, statistic, boot = total / float(n * n), total / n, boot / n
-    else:  # w_a^2 = 1: every w^T H w holds the same diagonal sum, removed like the statistic's
-        discrepancy, statistic, boot = (total - diag) / float(n * (n - 1)), (total - diag) / (n - 1), (boot - diag) / (n - 1)
-    return statistic, boot, discrepancy
+        return total / n, boot / n, total / float(n * n)
+    # w_a^2 = 1: every w^T H w holds the same diagonal sum, removed like the statistic's
+    return (total - diag) / (n - 1), (boot - diag) / (n - 1), (total - diag) / float(n * (n - 1))
