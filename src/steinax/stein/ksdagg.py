@@ -5,9 +5,9 @@ aggregation of MMDAgg, Schrab et al. 2023, Sec. 3.5). For bandwidths ``lambda_1.
 weights ``w_1..w_N`` (sum 1):
 
 1. For each ``lambda``, the U-statistic squared KSD with the IMQ kernel
-   ``(1 + ||x - y||^2 / lambda^2)^{-1/2}`` (:func:`steinax.stein.gof.bootstrap_statistics`; ``h =
-   lambda^2``), and ``B1 + B2`` wild-bootstrap copies from **the same** multipliers for every
-   ``lambda``: ``B1`` for the quantiles (with the statistic itself: ``B1 + 1`` values) and ``B2`` for
+   ``(1 + ||x - y||^2 / lambda^2)^{-1/2}`` (``h = lambda^2``), and ``B1 + B2`` wild-bootstrap copies
+   from **the same** multipliers for every ``lambda`` (:func:`multi_bandwidth_statistics`: one pass
+   over the pairs for all bandwidths, the Stein terms shared): ``B1`` for the quantiles (with the statistic itself: ``B1 + 1`` values) and ``B2`` for
    the level correction.
 2. ``u_alpha``: the largest ``u`` in ``(0, min_l 1 / w_l)`` (``bisection_steps`` halvings) with
    ``P_u = (1/B2) #{b : max_l (T2_{l,b} - q_l(1 - u w_l)) > 0} <= alpha``, where ``q_l(r)`` is the
@@ -40,12 +40,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from steinax.kernels.base import IMQ
+from steinax.kernels.base import IMQ, half_imq
 from steinax.kernels.pairwise import squared_distances
-from steinax.stein.gof import BOOTSTRAPS, bootstrap_statistics, checked_test_inputs
+from steinax.stein.gof import BOOTSTRAPS, _statistics, checked_test_inputs, wild_bootstrap_multipliers
+from steinax.stein.ksd import stein_kernel_from_terms, stein_terms
+
+TILE = 1024
+"""Rows (and columns) of a tile of the multi-bandwidth bootstrap pass (:func:`multi_bandwidth_statistics`)."""
 
 __all__ = ["WEIGHTS", "aggregation_weights", "ksdagg_bandwidths", "aggregated_decision", "AggregatedTest",
-           "ksdagg_test"]
+           "ksdagg_test", "multi_bandwidth_statistics"]
 
 WEIGHTS = ("uniform", "decreasing", "increasing", "centred")
 
@@ -74,6 +78,72 @@ def ksdagg_bandwidths(x: jax.Array, count: int = 10, max_points: int = 500) -> j
     sub = x[:max_points]
     lam_max = jnp.maximum(jnp.sqrt(jnp.max(squared_distances(sub, sub))), 2.0)
     return lam_max ** (jnp.arange(count, dtype=x.dtype) / (count - 1)) / x.shape[1]
+
+
+@eqx.filter_jit
+def _multi_bandwidth_pass(x, s, hs, w, tile: int):
+    """``([N] sum H, [N] trace H, [N, B] w^T H w)`` for the IMQ(1, -1/2) Stein kernels of scales ``hs`` ``[N]``.
+
+    One pass over the upper triangle of ``tile x tile`` blocks (``H`` symmetric: off-diagonal tiles count
+    twice): per tile the Stein terms once (scale 1), every bandwidth's kernel from them by
+    :meth:`~steinax.stein.ksd.SteinTerms.rescale`, and the ``B`` quadratic forms of all bandwidths as one
+    ``[B, tile] x [tile, N tile]`` product.
+    """
+    n, dtype = x.shape[0], x.dtype
+    tile = min(tile, n)
+    nb = -(-n // tile)
+    pad = nb * tile - n
+    xp = jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]) - jnp.mean(x, axis=0, keepdims=True)
+    sp = jnp.concatenate([s, jnp.repeat(s[-1:], pad, axis=0)])
+    wp = jnp.concatenate([w, jnp.zeros((w.shape[0], pad), dtype)], axis=1)
+    valid = jnp.arange(nb * tile) < n
+    pairs = jnp.asarray(np.array([(i, j) for i in range(nb) for j in range(i, nb)], dtype=np.int32))
+    kernel = half_imq(dtype)
+
+    def one(acc, ij):
+        total, diag, boot = acc
+        i, j = ij[0], ij[1]
+        sl = lambda a, k, axis=0: jax.lax.dynamic_slice_in_dim(a, k * tile, tile, axis=axis)  # noqa: E731
+        row_index = jnp.where(i == j, jnp.arange(tile), -1)  # exact zero self-distances on diagonal tiles
+        terms = stein_terms(sl(xp, i), sl(sp, i), sl(xp, j), sl(sp, j), None, row_index=row_index)
+        mask = sl(valid, i)[:, None] & sl(valid, j)[None, :]
+        h = jax.vmap(lambda hh: jnp.where(mask, stein_kernel_from_terms(kernel, terms.rescale(hh)), 0.0))(hs)
+        factor = jnp.where(i == j, 1.0, 2.0).astype(dtype)
+        wj_h = jnp.einsum("bj,nij->nbi", sl(wp, j, 1), h)
+        boot = boot + factor * jnp.sum(sl(wp, i, 1)[None] * wj_h, axis=2)
+        diag = diag + jnp.where(i == j, jnp.trace(h, axis1=1, axis2=2), 0.0)
+        return (total + factor * jnp.sum(h, axis=(1, 2)), diag, boot), None
+
+    count = hs.shape[0]
+    init = (jnp.zeros((count,), dtype), jnp.zeros((count,), dtype), jnp.zeros((count, w.shape[0]), dtype))
+    return jax.lax.scan(one, init, pairs)[0]
+
+
+def multi_bandwidth_statistics(rng_key, n_bootstrap: int, x, s, bandwidths, bootstrap: str = "iid",
+                               length: int | None = None, chains: int = 1):
+    """``([N] statistics, [N, B] bootstrap statistics)``: the U-statistic tests of the IMQ kernels
+    ``(1 + ||x - y||^2 / lambda^2)^{-1/2}`` for every bandwidth, from **the same** wild-bootstrap
+    multipliers (those of :func:`steinax.stein.gof.bootstrap_statistics` for the key: equal to its
+    results kernel by kernel), in one pass over the pairs. Multipliers in batches of bootstrap draws
+    that fit a quarter of the memory budget, as there.
+    """
+    from steinax.kernels.pairwise import memory_budget
+
+    n = x.shape[0]
+    hs = jnp.asarray(bandwidths, x.dtype) ** 2
+    per_batch = max(1, min(n_bootstrap, (memory_budget() // 4) // max(1, n * x.dtype.itemsize)))
+
+    def batch(key, count):
+        w = wild_bootstrap_multipliers(key, count, n, x.dtype, bootstrap=bootstrap, block_length=length or 2,
+                                       chains=chains)
+        total, diag, boot = _multi_bandwidth_pass(x, s, hs, w, TILE)
+        return jax.vmap(lambda t, d, b: _statistics(t, d, b, n, "u")[:2])(total, diag, boot)
+
+    if per_batch >= n_bootstrap:
+        return batch(rng_key, n_bootstrap)
+    parts = [batch(jax.random.fold_in(rng_key, b), min(per_batch, n_bootstrap - start))
+             for b, start in enumerate(range(0, n_bootstrap, per_batch))]
+    return parts[0][0], jnp.concatenate([p[1] for p in parts], axis=1)
 
 
 def aggregated_decision(statistics, boot1, boot2, weights, level: float, bisection_steps: int = 50):
@@ -173,7 +243,8 @@ def ksdagg_test(particles, scores, *, rng_key: jax.Array, bandwidths=10, weights
         block_length, chains: the dependent bootstrap's (:func:`steinax.stein.gof_test`).
         target_sampler: ``(rng_key, n) -> (samples [n, d], scores [n, d])`` exact draws of the target
             (``"parametric"`` only).
-        block_size: rows of the Stein kernel matrix per block.
+        block_size: rows per block of the parametric bootstrap's KSDs (the wild bootstraps run over
+            tiles of :data:`TILE`, all bandwidths at once: :func:`multi_bandwidth_statistics`).
 
     Example:
         >>> import jax
@@ -208,13 +279,8 @@ def ksdagg_test(particles, scores, *, rng_key: jax.Array, bandwidths=10, weights
     if parametric:
         stats, boot = _parametric_statistics(x, s, kernels, rng_key, b1 + b2, target_sampler, block_size)
     else:
-        stats, boot = [], []
-        for k in kernels:  # the same key: the same multipliers for every bandwidth (a joint bootstrap)
-            t, bt, _ = bootstrap_statistics(rng_key, b1 + b2, "ksd", x, s, k, "u", block_size, bootstrap, length,
-                                            int(chains))
-            stats.append(t)
-            boot.append(bt)
-        stats, boot = jnp.stack(stats), jnp.stack(boot)
+        # one pass for all bandwidths, the same multipliers for each (a joint bootstrap)
+        stats, boot = multi_bandwidth_statistics(rng_key, b1 + b2, x, s, lam, bootstrap, length, int(chains))
     reject, u, p_values, thresholds = aggregated_decision(stats, boot[:, :b1], boot[:, b1:], jnp.asarray(w, x.dtype),
                                                           float(level), int(bisection_steps))
     n = x.shape[0]
