@@ -39,7 +39,7 @@ def test_pages_with_code_are_found():
 # page a run until settled and both collapse checks (~30 s): CI's slow
 # pass runs them, keeping the default suite under 10 minutes
 _SLOW_PAGES = {os.path.join("docs", "methods", "gp.md"), os.path.join("docs", "getting-started.md"),
-               os.path.join("docs", "posteriors.md")}
+               os.path.join("docs", "posteriors.md"), os.path.join("docs", "tools", "control-variates.md")}
 
 
 @pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.slow) if p in _SLOW_PAGES else p for p in PAGES])

@@ -50,6 +50,7 @@ def test_nuts_references_are_stored_with_their_diagnostics(name):
         assert m["nuts_against_exact"]["max_mean_error_over_sd"] < 0.1
 
 
+@pytest.mark.slow  # builds the 501-D NumPyro model (about 12 s): CI's slow pass
 def test_item_response_dense_likelihood_equals_the_per_answer_form():
     """The IRT model's dense masked likelihood against the gym's per-answer Bernoulli sum (gathered indices,
     SciPy's normal log-pdf for the priors) at three random points, float64. Both sum about 30000 terms of

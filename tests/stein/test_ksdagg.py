@@ -89,6 +89,7 @@ def test_weights_sum_to_one_and_follow_the_named_shapes():
     assert np.argmax(c) == 2 and c[0] == pytest.approx(c[4])
 
 
+@pytest.mark.slow  # about 15 s (a parametric bootstrap of 59 fresh samples): CI's slow pass
 def test_dependent_and_parametric_bootstraps_run_and_decide():
     """A chain of N(0, 1) (AR(1), phi = 0.5) is not rejected by the dependent bootstrap; the parametric
     bootstrap with exact target draws rejects a scaled sample (sd 1.6 against 1)."""
