@@ -60,6 +60,7 @@ __all__ = [
     "UntestableWarning",
     "bootstrap_statistics",
     "checked_test_inputs",
+    "fold_symmetric_tiles",
     "gof_test",
     "integrated_autocorrelation_time",
     "stein_matrix_rows",
@@ -377,48 +378,48 @@ def bootstrap_statistics(rng_key, n_bootstrap, kind, particles, scores, kernel, 
 
 
 TILE = 512
-"""Rows (and columns) of a tile of the KSD's bootstrap pass (:func:`_ksd_tiles`)."""
+"""Rows (and columns) of a tile of the KSD's bootstrap pass (:func:`fold_symmetric_tiles`)."""
 
 
-def _ksd_tiles(samples, scores, kernel, w, tile: int):
-    """``(sum_ab H_ab, sum_a H_aa, [B] w^T H w)`` for the KSD over the upper triangle of ``tile x tile`` blocks.
+def fold_symmetric_tiles(samples, scores, w, tile: int, tile_matrices):
+    """``([N] sum_ab H_ab, [N] sum_a H_aa, [N, B] w^T H w)`` for ``N`` symmetric Stein kernel matrices ``H``.
 
-    ``H`` is symmetric, so an off-diagonal tile stands for itself and its transpose (counted twice):
-    half the bootstrap's ``B n^2`` multiply-adds of a pass over full row blocks. Rows beyond ``n`` are
-    padding (their multipliers are 0, and they are masked out of the sums).
+    One pass over the upper triangle of ``tile x tile`` blocks: ``H`` is symmetric, so an off-diagonal
+    tile stands for itself and its transpose (counted twice), half the bootstrap's ``B n^2``
+    multiply-adds of a pass over full row blocks; the ``B`` quadratic forms of all ``N`` matrices come
+    from one ``[B, tile] x [tile, N tile]`` product per tile. ``tile_matrices(xi, si, xj, sj, row_index)
+    -> [N, tile, tile]`` evaluates the matrices on a tile (``row_index``: the diagonal tiles' own rows,
+    ``-1`` elsewhere, for exactly zero self-distances). Rows beyond ``n`` are padding: their multipliers
+    are 0 and they are masked out of the sums.
     """
     n, dtype = samples.shape[0], samples.dtype
+    tile = min(tile, n)
     nb = -(-n // tile)
     pad = nb * tile - n
-    xp = jnp.concatenate([samples, jnp.repeat(samples[-1:], pad, axis=0)]) if pad else samples
-    sp = jnp.concatenate([scores, jnp.repeat(scores[-1:], pad, axis=0)]) if pad else scores
-    wp = jnp.concatenate([w, jnp.zeros((w.shape[0], pad), dtype)], axis=1) if pad else w
+    # the Stein kernel is translation invariant: centre once (smaller rounding in the distances' products)
+    xp = jnp.concatenate([samples, jnp.repeat(samples[-1:], pad, axis=0)]) - jnp.mean(samples, axis=0, keepdims=True)
+    sp = jnp.concatenate([scores, jnp.repeat(scores[-1:], pad, axis=0)])
+    wp = jnp.concatenate([w, jnp.zeros((w.shape[0], pad), dtype)], axis=1)
     valid = jnp.arange(nb * tile) < n
-    centre = jnp.mean(samples, axis=0, keepdims=True)  # the cross term is translation invariant: centre once
-    xp = xp - centre
-    pairs = np.array([(i, j) for i in range(nb) for j in range(i, nb)], dtype=np.int32)
+    pairs = jnp.asarray(np.array([(i, j) for i in range(nb) for j in range(i, nb)], dtype=np.int32))
 
     def one(acc, ij):
         total, diag, boot = acc
         i, j = ij[0], ij[1]
-        sl = lambda a, k: jax.lax.dynamic_slice_in_dim(a, k * tile, tile, axis=0)  # noqa: E731
-        xi, si, xj, sj = sl(xp, i), sl(sp, i), sl(xp, j), sl(sp, j)
+        sl = lambda a, k, axis=0: jax.lax.dynamic_slice_in_dim(a, k * tile, tile, axis=axis)  # noqa: E731
+        row_index = jnp.where(i == j, jnp.arange(tile), -1)
         mask = sl(valid, i)[:, None] & sl(valid, j)[None, :]
-        row_index = jnp.where(i == j, jnp.arange(tile), -1)  # exact zero self-distances on diagonal tiles
-
-        def block(k):
-            return stein_kernel_from_terms(k, stein_terms(xi, si, xj, sj, k.scale, row_index=row_index))
-
-        h = jnp.where(mask, imq_fast_path(kernel, block), 0.0)
+        h = jnp.where(mask[None], tile_matrices(sl(xp, i), sl(sp, i), sl(xp, j), sl(sp, j), row_index), 0.0)
         factor = jnp.where(i == j, 1.0, 2.0).astype(dtype)
-        wi = jax.lax.dynamic_slice_in_dim(wp, i * tile, tile, axis=1)
-        wj = jax.lax.dynamic_slice_in_dim(wp, j * tile, tile, axis=1)
-        boot = boot + factor * jnp.sum(wi * (wj @ h.T), axis=1)
-        diag = diag + jnp.where(i == j, jnp.trace(h), 0.0)
-        return (total + factor * jnp.sum(h), diag, boot), None
+        wj_h = jnp.einsum("bj,nij->nbi", sl(wp, j, 1), h)
+        boot = boot + factor * jnp.sum(sl(wp, i, 1)[None] * wj_h, axis=2)
+        diag = diag + jnp.where(i == j, jnp.trace(h, axis1=1, axis2=2), 0.0)
+        return (total + factor * jnp.sum(h, axis=(1, 2)), diag, boot), None
 
-    init = (jnp.zeros((), dtype), jnp.zeros((), dtype), jnp.zeros((w.shape[0],), dtype))
-    return jax.lax.scan(one, init, jnp.asarray(pairs))[0]
+    count = jax.eval_shape(lambda: tile_matrices(xp[:tile], sp[:tile], xp[:tile], sp[:tile],
+                                                 jnp.arange(tile))).shape[0]
+    init = (jnp.zeros((count,), dtype), jnp.zeros((count,), dtype), jnp.zeros((count, w.shape[0]), dtype))
+    return jax.lax.scan(one, init, pairs)[0]
 
 
 @eqx.filter_jit
@@ -429,10 +430,17 @@ def _gof(kind, samples, scores, kernel, w, estimator, block_size):
     dtype = samples.dtype
     # automatic blocks by default: a block holds H's rows, their products with the B multipliers and the terms
     block_size = pairwise_plan(n, dtype, block_size, store_wanted=False, arrays=6, columns=n + n_bootstrap).rows
-    if kind == "ksd" and n > TILE:  # symmetric tiles: half the bootstrap's work (_ksd_tiles)
-        total, diag, boot = _ksd_tiles(samples, scores, kernel.resolve(samples, None, block_size), w,
-                                       min(TILE, block_size or TILE))
-        return _statistics(total, diag, boot, n, estimator)
+    if kind == "ksd" and n > TILE:  # symmetric tiles: half the bootstrap's work (fold_symmetric_tiles)
+        kernel = kernel.resolve(samples, None, block_size)
+
+        def tile_matrix(xi, si, xj, sj, row_index):
+            def block(k):
+                return stein_kernel_from_terms(k, stein_terms(xi, si, xj, sj, k.scale, row_index=row_index))
+
+            return imq_fast_path(kernel, block)[None]
+
+        total, diag, boot = fold_symmetric_tiles(samples, scores, w, min(TILE, block_size or TILE), tile_matrix)
+        return _statistics(total[0], diag[0], boot[0], n, estimator)
     rows = stein_matrix_rows(kind, samples, scores, kernel, block_size)
 
     def block(acc, row_index, xr, sr):

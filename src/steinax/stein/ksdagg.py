@@ -42,7 +42,8 @@ import numpy as np
 
 from steinax.kernels.base import IMQ, half_imq
 from steinax.kernels.pairwise import squared_distances
-from steinax.stein.gof import BOOTSTRAPS, _statistics, checked_test_inputs, wild_bootstrap_multipliers
+from steinax.stein.gof import (BOOTSTRAPS, _statistics, checked_test_inputs, fold_symmetric_tiles,
+                               wild_bootstrap_multipliers)
 from steinax.stein.ksd import stein_kernel_from_terms, stein_terms
 
 TILE = 1024
@@ -82,41 +83,16 @@ def ksdagg_bandwidths(x: jax.Array, count: int = 10, max_points: int = 500) -> j
 
 @eqx.filter_jit
 def _multi_bandwidth_pass(x, s, hs, w, tile: int):
-    """``([N] sum H, [N] trace H, [N, B] w^T H w)`` for the IMQ(1, -1/2) Stein kernels of scales ``hs`` ``[N]``.
+    """``([N] sum H, [N] trace H, [N, B] w^T H w)`` for the IMQ(1, -1/2) Stein kernels of scales ``hs`` ``[N]``:
+    :func:`steinax.stein.gof.fold_symmetric_tiles` with the Stein terms computed once per tile (scale 1) and
+    every bandwidth's kernel from them by :meth:`~steinax.stein.ksd.SteinTerms.rescale`."""
+    kernel = half_imq(x.dtype)
 
-    One pass over the upper triangle of ``tile x tile`` blocks (``H`` symmetric: off-diagonal tiles count
-    twice): per tile the Stein terms once (scale 1), every bandwidth's kernel from them by
-    :meth:`~steinax.stein.ksd.SteinTerms.rescale`, and the ``B`` quadratic forms of all bandwidths as one
-    ``[B, tile] x [tile, N tile]`` product.
-    """
-    n, dtype = x.shape[0], x.dtype
-    tile = min(tile, n)
-    nb = -(-n // tile)
-    pad = nb * tile - n
-    xp = jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]) - jnp.mean(x, axis=0, keepdims=True)
-    sp = jnp.concatenate([s, jnp.repeat(s[-1:], pad, axis=0)])
-    wp = jnp.concatenate([w, jnp.zeros((w.shape[0], pad), dtype)], axis=1)
-    valid = jnp.arange(nb * tile) < n
-    pairs = jnp.asarray(np.array([(i, j) for i in range(nb) for j in range(i, nb)], dtype=np.int32))
-    kernel = half_imq(dtype)
+    def tile_matrices(xi, si, xj, sj, row_index):
+        terms = stein_terms(xi, si, xj, sj, None, row_index=row_index)
+        return jax.vmap(lambda hh: stein_kernel_from_terms(kernel, terms.rescale(hh)))(hs)
 
-    def one(acc, ij):
-        total, diag, boot = acc
-        i, j = ij[0], ij[1]
-        sl = lambda a, k, axis=0: jax.lax.dynamic_slice_in_dim(a, k * tile, tile, axis=axis)  # noqa: E731
-        row_index = jnp.where(i == j, jnp.arange(tile), -1)  # exact zero self-distances on diagonal tiles
-        terms = stein_terms(sl(xp, i), sl(sp, i), sl(xp, j), sl(sp, j), None, row_index=row_index)
-        mask = sl(valid, i)[:, None] & sl(valid, j)[None, :]
-        h = jax.vmap(lambda hh: jnp.where(mask, stein_kernel_from_terms(kernel, terms.rescale(hh)), 0.0))(hs)
-        factor = jnp.where(i == j, 1.0, 2.0).astype(dtype)
-        wj_h = jnp.einsum("bj,nij->nbi", sl(wp, j, 1), h)
-        boot = boot + factor * jnp.sum(sl(wp, i, 1)[None] * wj_h, axis=2)
-        diag = diag + jnp.where(i == j, jnp.trace(h, axis1=1, axis2=2), 0.0)
-        return (total + factor * jnp.sum(h, axis=(1, 2)), diag, boot), None
-
-    count = hs.shape[0]
-    init = (jnp.zeros((count,), dtype), jnp.zeros((count,), dtype), jnp.zeros((count, w.shape[0]), dtype))
-    return jax.lax.scan(one, init, pairs)[0]
+    return fold_symmetric_tiles(x, s, w, tile, tile_matrices)
 
 
 def multi_bandwidth_statistics(rng_key, n_bootstrap: int, x, s, bandwidths, bootstrap: str = "iid",
