@@ -157,3 +157,10 @@ def test_multi_bandwidth_pass_equals_one_test_per_bandwidth():
             t, b, _ = bootstrap_statistics(key, 6, "ksd", x, -x, IMQ(h=float(l_k) ** 2), "u", None, "iid", None, 1)
             np.testing.assert_allclose(float(stats[k]), float(t), rtol=1e-10)
             np.testing.assert_allclose(np.asarray(boot[k]), np.asarray(b), rtol=1e-10)
+
+
+def test_overflowing_statistics_stop_with_a_reason():
+    """Scores of 1e30 in float32: every Stein kernel product overflows; the test stops and says why, as gof_test."""
+    x = np.random.default_rng(7).normal(size=(50, 2)).astype(np.float32)
+    with pytest.raises(FloatingPointError, match="squared KSD"):
+        ksdagg_test(x, np.full_like(x, 1e30), rng_key=jax.random.key(0), n_bootstrap=20)

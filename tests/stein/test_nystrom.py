@@ -111,3 +111,9 @@ def test_sample_quality_switches_to_nystrom_above_the_stated_n(monkeypatch):
     assert auto.p_value == pytest.approx(float(direct.p_value))
     with pytest.raises(ValueError, match="needs kind='ksd'"):
         sample_quality(x, logp, kind="kcc_sd", method="nystrom")
+
+
+def test_overflowing_statistic_stops_with_a_reason():
+    x = np.random.default_rng(8).normal(size=(400, 2)).astype(np.float32)
+    with pytest.raises(FloatingPointError, match="Nyström KSD"):
+        nystrom_ksd_test(x, np.full_like(x, 1e30), rng_key=jax.random.key(0), n_bootstrap=20)

@@ -231,6 +231,11 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
         held.append((pred, g))
     v = np.asarray(values, np.float64)
     mse = np.stack([np.mean((v - pred) ** 2, axis=0) for pred, _ in held])  # [candidates, p]
+    hopeless = ~np.any(np.isfinite(mse), axis=0)
+    if hopeless.any():
+        raise FloatingPointError(f"every control-variate fit of functions {np.flatnonzero(hopeless)[:5].tolist()} "
+                                 "(first five) is non-finite (the kernel system is singular or the scores overflow): "
+                                 "try basis='polynomial', a larger `ridge`, or float64")
     best = np.argmin(np.where(np.isfinite(mse), mse, np.inf), axis=0)
     adjusted = np.stack([v[:, j] - held[b][1][:, j] for j, b in enumerate(best)], axis=1)
     is_iid = not _is_chains(samples, chains) if iid is None else bool(iid)

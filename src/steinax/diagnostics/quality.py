@@ -254,6 +254,19 @@ def _posterior(tree):
     return tree["posterior"] if hasattr(tree, "children") and "posterior" in tree.children else tree
 
 
+def posterior_of_tree(tree, n: int, what: str):
+    """``(posterior Dataset, chains, draws)`` of an ArviZ DataTree whose posterior holds the ``n`` draws a tool
+    read (the one check of every ``to_datatree``: the tree must be the one the draws came from)."""
+    if not _is_tree(tree) or not hasattr(tree, "children"):
+        raise TypeError(f"`tree` must be an ArviZ DataTree; received {type(tree).__name__}")
+    post = _posterior(tree)
+    post = post.to_dataset() if hasattr(post, "to_dataset") else post
+    chains, draws = int(post.sizes["chain"]), int(post.sizes["draw"])
+    if chains * draws != n:
+        raise ValueError(f"`tree` has {chains} x {draws} draws; {what} {n}")
+    return post, chains, draws
+
+
 def _is_chains(samples, chains: int) -> bool:
     """Chain-shaped (autocorrelated) input: several chains, a 3-D array, or a DataTree of MCMC draws.
 

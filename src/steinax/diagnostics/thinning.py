@@ -46,7 +46,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from steinax.diagnostics.quality import _is_tree, _posterior, draws_and_scores
+from steinax.diagnostics.quality import draws_and_scores, posterior_of_tree
 from steinax.kernels.bandwidth import median_squared_distance
 from steinax.kernels.base import half_imq, imq_fast_path
 from steinax.stein.ksd import SteinTerms, stein_kernel_from_terms
@@ -243,15 +243,9 @@ class Thinning(eqx.Module):
         of ``m`` draws, with the source chain and draw as coordinates ``source_chain`` and
         ``source_draw``. The input is not modified.
         """
-        if not _is_tree(tree) or not hasattr(tree, "children"):
-            raise TypeError(f"`tree` must be an ArviZ DataTree; received {type(tree).__name__}")
         import xarray as xr
 
-        post = _posterior(tree)
-        post = post.to_dataset() if hasattr(post, "to_dataset") else post
-        chains, draws = int(post.sizes["chain"]), int(post.sizes["draw"])
-        if chains * draws != self.n:
-            raise ValueError(f"`tree` has {chains} x {draws} draws; the thinning read {self.n}")
+        post, _, _ = posterior_of_tree(tree, self.n, "the thinning read")
         c, d = self.chain_draw()
         pick = post.isel(chain=xr.DataArray(c, dims="pick"), draw=xr.DataArray(d, dims="pick"))
         pick = pick.drop_vars(["chain", "draw"], errors="ignore").rename({"pick": "draw"})

@@ -40,6 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from steinax._validation import check_finite_statistic
 from steinax.kernels.base import IMQ, half_imq
 from steinax.kernels.pairwise import squared_distances
 from steinax.stein.gof import (BOOTSTRAPS, _statistics, checked_test_inputs, fold_symmetric_tiles,
@@ -257,6 +258,7 @@ def ksdagg_test(particles, scores, *, rng_key: jax.Array, bandwidths=10, weights
     else:
         # one pass for all bandwidths, the same multipliers for each (a joint bootstrap)
         stats, boot = multi_bandwidth_statistics(rng_key, b1 + b2, x, s, lam, bootstrap, length, int(chains))
+    check_finite_statistic(stats, "the squared KSD at some bandwidth", s)
     reject, u, p_values, thresholds = aggregated_decision(stats, boot[:, :b1], boot[:, b1:], jnp.asarray(w, x.dtype),
                                                           float(level), int(bisection_steps))
     n = x.shape[0]

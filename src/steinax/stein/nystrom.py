@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from steinax._validation import check_finite_statistic
 from steinax.kernels.base import IMQ, as_kernel
 from steinax.kernels.pairwise import fold_row_blocks
 from steinax.stein.gof import GofResult, checked_test_inputs
@@ -153,6 +154,7 @@ def nystrom_ksd_test(particles, scores, kernel=None, *, rng_key: jax.Array, land
                                int(chains), ROW_BLOCK)
     n_rest = n - m
     discrepancy, boot_stats = stat / float(n_rest) ** 2, boot / float(n_rest) ** 2
+    check_finite_statistic(discrepancy, "the squared Nyström KSD", s)
     p_value = (1.0 + jnp.sum(boot_stats >= discrepancy)) / (1.0 + n_bootstrap)
     threshold = jnp.quantile(boot_stats, 1.0 - level) * n_rest
     if untestable is not None:
