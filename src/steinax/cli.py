@@ -177,16 +177,20 @@ def ksd_command(args) -> int:
     if args.float64:
         jax.config.update("jax_enable_x64", True)
     from steinax.diagnostics import load_samples, sample_quality
-    from steinax.kernels import IMQ, RBF
+    from steinax.kernels import RBF
 
-    kernel = IMQ() if args.kernel == "imq" else RBF(_bandwidth(args.bandwidth))
+    if args.aggregated and args.single_kernel:
+        raise ValueError("`--aggregated` and `--single-kernel` exclude each other; give one")
+    # IMQ(1, -1/2) is sample_quality's default kernel; passing None leaves the test's choice to it (KSDAgg)
+    kernel = None if args.kernel == "imq" else RBF(_bandwidth(args.bandwidth))
     target = _import_target(args.target)
     samples = load_samples(args.samples, args.var_names if args.samples.lower().endswith(".csv") else None)
     res = sample_quality(samples, target, kernel=kernel, kind=args.kind, estimator=args.estimator, test=not args.no_test,
                          rng_key=jax.random.key(args.seed), n_bootstrap=args.bootstrap, level=args.level,
                          block_size=args.block_size, var_names=None if args.samples.lower().endswith(".csv") else args.var_names,
                          bootstrap=args.wild_bootstrap, block_length=_block_length(args.block_length), spread=args.spread,
-                         method=args.method, aggregated=args.aggregated)
+                         method=args.method,
+                         aggregated=True if args.aggregated else (False if args.single_kernel else None))
     print(f"samples: {args.samples}; target: {args.target}; kernel: {args.kernel}")
     print(res.summary())
     return 0
@@ -332,7 +336,11 @@ def main(argv=None) -> int:
                        help="auto: dependent (autocorrelated chains) for chain-shaped samples, i.i.d. otherwise")
     p_ksd.add_argument("--block-length", default="auto", help="dependent bootstrap block length (integer >= 2 or auto)")
     p_ksd.add_argument("--aggregated", action="store_true",
-                       help="the aggregated test over ten IMQ bandwidths (KSDAgg) instead of one kernel's")
+                       help="the aggregated test over ten IMQ bandwidths (KSDAgg; the default with --kernel imq and "
+                            "the exact KSD) even with --kernel rbf")
+    p_ksd.add_argument("--single-kernel", action="store_true",
+                       help="the single-kernel test of --kernel instead of the aggregated test (the default with "
+                            "--kernel rbf)")
     p_ksd.add_argument("--method", choices=["auto", "exact", "nystrom"], default="auto",
                        help="auto: the exact KSD up to 50,000 samples, the Nyström KSD (linear in n) beyond")
     p_ksd.add_argument("--float64", action="store_true", help="compute in float64 (enables JAX's 64-bit mode)")

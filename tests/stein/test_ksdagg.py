@@ -7,7 +7,9 @@ import pytest
 
 from steinax.kernels import IMQ
 from steinax.stein.gof import wild_bootstrap_multipliers
-from steinax.stein.ksdagg import aggregation_weights, ksdagg_bandwidths, ksdagg_test
+from steinax.stein import GofResult
+from steinax.stein.ksdagg import (AggregatedTest, aggregated_decision, aggregated_p_value, aggregation_weights, ksdagg_bandwidths,
+                                  ksdagg_test)
 
 
 def _stein_imq(x, s, lam):
@@ -71,6 +73,23 @@ def test_equals_the_naive_algorithm(shift, weights):
     assert reject == (shift > 0)  # the data: N(0, I) or shifted by 0.6 in both coordinates, n = 60
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_p_value_is_the_smallest_level_that_rejects(seed):
+    """On random statistics and bootstrap copies (N = 4, B1 = 99, B2 = 80, float64), the decision at each of
+    400 levels in (0, 0.6) is ``p_value <= level``: the p-value is the closed form of the nested decisions.
+    Levels within 1e-9 of the p-value are skipped (the bisection resolves u to 2^-50)."""
+    rng = np.random.default_rng(seed)
+    with jax.enable_x64(True):
+        boot1, boot2 = jnp.asarray(rng.normal(size=(4, 99))), jnp.asarray(rng.normal(size=(4, 80)))
+        stats = jnp.asarray(rng.normal(size=4) + 1.0 + seed * 0.5)
+        w = jnp.asarray(aggregation_weights(4, "centred"))
+        p = float(aggregated_p_value(stats, boot1, boot2, w))
+        levels = [a for a in np.linspace(1e-3, 0.6, 400) if abs(a - p) > 1e-9]
+        decisions = [bool(aggregated_decision(stats, boot1, boot2, w, float(a))[0]) for a in levels]
+    assert decisions == [p <= a for a in levels]
+    assert 0.0 < p <= 1.0
+
+
 def test_default_bandwidths_are_the_authors_collection():
     """``lambda_max^{i/(N-1)} / d`` with ``lambda_max = max(2, max distance among the first 500 rows)``."""
     x = np.random.default_rng(1).normal(size=(700, 3)) * 3.0
@@ -129,16 +148,22 @@ def test_bad_input_names_the_argument(kwargs, match):
         ksdagg_test(x, -x, rng_key=jax.random.key(0), **kwargs)
 
 
-def test_sample_quality_runs_the_aggregated_test_on_request():
-    """``sample_quality(test=True, aggregated=True)``: the decision is ksdagg_test's on the same draws and key,
-    the reported discrepancy the IMQ(1, -1/2) U-statistic, and the summary shows the aggregated test."""
+def test_sample_quality_runs_the_aggregated_test_by_default():
+    """``sample_quality(test=True)`` with no kernel: the decision and p-value are ksdagg_test's on the same
+    draws and key, the reported discrepancy the IMQ(1, -1/2) U-statistic, and the summary shows the
+    aggregated test; a kernel given (a bandwidth chosen) or ``aggregated=False`` runs the single-kernel test."""
     from steinax.diagnostics import sample_quality
     from steinax.stein import ksd
 
     x = (np.random.default_rng(6).normal(size=(150, 2)) + 0.5).astype(np.float32)
-    q = sample_quality(x, lambda v: -0.5 * jnp.sum(v**2), test=True, aggregated=True, rng_key=jax.random.key(2))
+    logp = lambda v: -0.5 * jnp.sum(v**2)  # noqa: E731
+    q = sample_quality(x, logp, test=True, rng_key=jax.random.key(2))
     direct = ksdagg_test(x, -x, rng_key=jax.random.key(2))
-    assert q.reject == direct.reject and q.reject and "KSDAgg" in q.summary()
+    assert q.reject == direct.reject and q.reject and "KSDAgg" in q.summary() and isinstance(q.test, AggregatedTest)
+    assert q.p_value == direct.p_value <= 0.05
+    for single in (sample_quality(x, logp, kernel=IMQ(), test=True, rng_key=jax.random.key(2)),
+                   sample_quality(x, logp, test=True, aggregated=False, rng_key=jax.random.key(2))):
+        assert isinstance(single.test, GofResult) and single.p_value == float(single.test.p_value)
     assert q.discrepancy == pytest.approx(float(ksd(jnp.asarray(x), -jnp.asarray(x), estimator="u")), rel=1e-5)
 
 

@@ -50,7 +50,8 @@ from steinax.stein.ksd import stein_kernel_from_terms, stein_terms
 TILE = 1024
 """Rows (and columns) of a tile of the multi-bandwidth bootstrap pass (:func:`multi_bandwidth_statistics`)."""
 
-__all__ = ["WEIGHTS", "aggregation_weights", "ksdagg_bandwidths", "aggregated_decision", "AggregatedTest",
+__all__ = ["WEIGHTS", "aggregation_weights", "ksdagg_bandwidths", "aggregated_decision", "aggregated_p_value",
+           "AggregatedTest",
            "ksdagg_test", "multi_bandwidth_statistics"]
 
 WEIGHTS = ("uniform", "decreasing", "increasing", "centred")
@@ -123,6 +124,25 @@ def multi_bandwidth_statistics(rng_key, n_bootstrap: int, x, s, bandwidths, boot
     return parts[0][0], jnp.concatenate([p[1] for p in parts], axis=1)
 
 
+def _sorted_with_statistic(statistics, boot1):
+    """``[N, B1 + 1]``: each bandwidth's ``B1`` bootstrap copies and its statistic, ascending."""
+    return jnp.sort(jnp.concatenate([boot1, statistics[:, None]], axis=1), axis=1)
+
+
+def _exceedance(sorted1, boot2, weights, u):
+    """``P_u`` (module docstring, step 2): the fraction of ``boot2``'s draws where some bandwidth's copy
+    exceeds its ``1 - u w_l`` quantile ``q_l``."""
+    n_b1 = sorted1.shape[1] - 1
+    rank = jnp.ceil((n_b1 + 1) * (1.0 - u * weights)).astype(jnp.int32) - 1
+    q = jnp.take_along_axis(sorted1, jnp.clip(rank, 0, n_b1)[:, None], axis=1)[:, 0]
+    return jnp.mean((jnp.max(boot2 - q[:, None], axis=0) > 0).astype(boot2.dtype))
+
+
+def _single_p_values(sorted1, statistics):
+    """``[N]`` ``p_l = (1 + #{T1_{l,b} >= T_l}) / (B1 + 1)`` (the statistic counts itself)."""
+    return jnp.mean((sorted1 >= statistics[:, None]).astype(sorted1.dtype), axis=1)
+
+
 def aggregated_decision(statistics, boot1, boot2, weights, level: float, bisection_steps: int = 50):
     """Steps 2-3 of the module docstring, on precomputed statistics (pure; any scaling common to a row).
 
@@ -137,23 +157,33 @@ def aggregated_decision(statistics, boot1, boot2, weights, level: float, bisecti
     Returns:
         ``(reject, u_alpha, p_values [N], thresholds [N] = u_alpha w)``.
     """
-    n_b1 = boot1.shape[1]
-    sorted1 = jnp.sort(jnp.concatenate([boot1, statistics[:, None]], axis=1), axis=1)  # [N, B1 + 1]
-
-    def quantiles(u):
-        rank = jnp.ceil((n_b1 + 1) * (1.0 - u * weights)).astype(jnp.int32) - 1
-        return jnp.take_along_axis(sorted1, jnp.clip(rank, 0, n_b1)[:, None], axis=1)[:, 0]
+    sorted1 = _sorted_with_statistic(statistics, boot1)
 
     def halve(_, bounds):
         lo, hi = bounds
         u = 0.5 * (lo + hi)
-        p_u = jnp.mean((jnp.max(boot2 - quantiles(u)[:, None], axis=0) > 0).astype(boot2.dtype))
+        p_u = _exceedance(sorted1, boot2, weights, u)
         return jnp.where(p_u <= level, u, lo), jnp.where(p_u <= level, hi, u)
 
     u, _ = jax.lax.fori_loop(0, bisection_steps, halve, (jnp.zeros((), boot1.dtype), jnp.min(1.0 / weights)))
-    p_values = jnp.mean((sorted1 >= statistics[:, None]).astype(sorted1.dtype), axis=1)
+    p_values = _single_p_values(sorted1, statistics)
     thresholds = u * weights
     return jnp.any(p_values <= thresholds), u, p_values, thresholds
+
+
+def aggregated_p_value(statistics, boot1, boot2, weights):
+    """The aggregated test's p-value: the smallest level at which :func:`aggregated_decision` rejects.
+
+    Not in the paper (its test returns a decision only); decided here so that a user gets one number.
+    ``P_u`` grows with ``u`` and ``u_alpha = sup{u : P_u <= alpha}``, so the test at level ``alpha``
+    rejects iff some bandwidth has ``p_l / w_l <= u_alpha``, i.e. iff ``P_{p_l / w_l} <= alpha``.
+    Hence ``p = min_l P_{min(p_l / w_l, min_k 1 / w_k)}`` in closed form: ``p <= alpha`` exactly when
+    the decision rejects (up to the bisection's resolution of ``u_alpha``). Valid as a p-value
+    because the tests at different levels are nested.
+    """
+    sorted1 = _sorted_with_statistic(statistics, boot1)
+    u_l = jnp.minimum(_single_p_values(sorted1, statistics) / weights, jnp.min(1.0 / weights))
+    return jnp.min(jax.vmap(lambda u: _exceedance(sorted1, boot2, weights, u))(u_l))
 
 
 class AggregatedTest(eqx.Module):
@@ -167,6 +197,8 @@ class AggregatedTest(eqx.Module):
         p_values: ``[N]`` each single test's bootstrap p-value.
         thresholds: ``[N]`` each single test's corrected level ``u_alpha w_l`` (reject where ``p <= threshold``).
         u: the level correction ``u_alpha``.
+        p_value: the smallest level at which the aggregated test rejects (:func:`aggregated_p_value`;
+            ``nan`` when untestable).
         level: ``alpha``.
         n_bootstrap: ``(B1, B2)``.
         bootstrap: ``"iid"``, ``"dependent"`` or ``"parametric"``.
@@ -181,6 +213,7 @@ class AggregatedTest(eqx.Module):
     p_values: jax.Array
     thresholds: jax.Array
     u: float
+    p_value: float
     level: float
     n_bootstrap: tuple
     bootstrap: str
@@ -188,13 +221,15 @@ class AggregatedTest(eqx.Module):
     untestable: str | None = None
 
     def summary(self) -> str:
+        boot = {"iid": "i.i.d. Rademacher", "dependent": f"dependent (block length {self.block_length})"}.get(
+            self.bootstrap, self.bootstrap)
         if self.untestable is not None:
-            return f"KSDAgg: untestable: {self.untestable}"
+            return f"KSDAgg, {boot} bootstrap, B = {self.n_bootstrap}: UNTESTABLE, no decision: {self.untestable}"
         best = int(jnp.argmin(self.p_values / self.thresholds))
         verdict = "REJECT" if self.reject else "do not reject"
         return (f"KSDAgg ({len(self.bandwidths)} IMQ bandwidths {float(self.bandwidths[0]):.3g}..."
-                f"{float(self.bandwidths[-1]):.3g}, {self.bootstrap} bootstrap, B = {self.n_bootstrap}): {verdict} at "
-                f"level {self.level} (correction u = {float(self.u):.3g}; strongest bandwidth {float(self.bandwidths[best]):.3g}: "
+                f"{float(self.bandwidths[-1]):.3g}, {boot} bootstrap, B = {self.n_bootstrap}): {verdict} H0: samples ~ target at "
+                f"level {self.level}, p-value {self.p_value:.4g} (correction u = {float(self.u):.3g}; strongest bandwidth {float(self.bandwidths[best]):.3g}: "
                 f"p = {float(self.p_values[best]):.4g} against {float(self.thresholds[best]):.4g})")
 
     def __str__(self) -> str:
@@ -261,8 +296,11 @@ def ksdagg_test(particles, scores, *, rng_key: jax.Array, bandwidths=10, weights
     check_finite_statistic(stats, "the squared KSD at some bandwidth", s)
     reject, u, p_values, thresholds = aggregated_decision(stats, boot[:, :b1], boot[:, b1:], jnp.asarray(w, x.dtype),
                                                           float(level), int(bisection_steps))
+    p_value = float(aggregated_p_value(stats, boot[:, :b1], boot[:, b1:], jnp.asarray(w, x.dtype)))
     n = x.shape[0]
-    return AggregatedTest(reject=bool(reject) and untestable is None, bandwidths=lam, weights=jnp.asarray(w, x.dtype),
+    return AggregatedTest(reject=bool(reject) and untestable is None,
+                          p_value=p_value if untestable is None else float("nan"), bandwidths=lam,
+                          weights=jnp.asarray(w, x.dtype),
                           discrepancies=stats if parametric else stats / n, p_values=p_values,
                           thresholds=thresholds, u=float(u), level=float(level), n_bootstrap=(int(b1), int(b2)),
                           bootstrap=bootstrap, block_length=length, untestable=untestable)
