@@ -22,6 +22,7 @@ TINY = {
     "bnn/sgld_step_grid.py": ["--step-sizes", "1e-5", "--splits", "100", "--steps", "20", "--methods", "sgld"],
     "bnn/boston_gap.py": ["--splits", "1", "--checkpoints", "2", "4", "--particles", "4"],
     "diagnostics/control_variates_coverage.py": ["--reps", "2", "--draws", "120", "--targets", "skewed_t5"],
+    "diagnostics/compress_biased_chain.py": ["--log4n", "3", "--seeds", "1"],
     "diagnostics/ksdagg_calibration.py": ["--reps", "2", "--power-reps", "2", "--phis", "0.0", "--shifts", "0.3",
                                           "--draws", "100", "--chains", "2", "--bootstrap", "50"],
     "diagnostics/dependent_bootstrap.py": ["--reps", "2", "--phis", "0.5", "--chains", "2", "--draws", "20", "--bootstrap", "20"],
@@ -76,6 +77,10 @@ def test_experiment_runs_tiny(script, tmp_path, capsys):
     try:
         module.main(TINY[script] + ["--out", str(tmp_path)])
     except DatasetNotFoundError as exc:  # an optional Debian data package (PM10) that is not installed here
+        pytest.skip(str(exc))
+    except ImportError as exc:  # the optional extra steinax[compress] (goodpoints), where it could not be built
+        if "steinax[compress]" not in str(exc):
+            raise
         pytest.skip(str(exc))
     out = capsys.readouterr().out
     assert "==" in out  # the settings banner is printed beside the numbers

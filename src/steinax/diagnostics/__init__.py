@@ -10,6 +10,8 @@
   over the target's modes with the modes' Laplace masses (:func:`mode_check`).
 * :mod:`~steinax.diagnostics.thinning`: Stein thinning, the ``m`` draws whose empirical measure has
   the smallest KSD (:func:`stein_thinning`).
+* :mod:`~steinax.diagnostics.compression`: compression of biased draws, Stein kernel thinning and its
+  low-rank variant through the authors' goodpoints (:func:`stein_kernel_thinning`; ``steinax[compress]``).
 * :mod:`~steinax.diagnostics.control_variates`: Stein control variates for posterior expectations
   (polynomial, kernel and semi-exact bases, cross-fitted; :func:`stein_control_variates`).
 * :mod:`~steinax.diagnostics.importance`: KSD importance weights, simplex weights on any sample
@@ -19,6 +21,7 @@ Every tool reads draws through :func:`~steinax.diagnostics.quality.draws_and_sco
 chains, DataTrees, NumPyro sites).
 """
 
+from steinax.diagnostics.compression import Compression, stein_kernel_thinning
 from steinax.diagnostics.control_variates import ControlVariateEstimate, stein_control_variates
 from steinax.diagnostics.importance import ImportanceWeights, stein_importance_weights
 from steinax.diagnostics.modes import MODES_LEVEL, ModeCheck, mode_check
@@ -29,5 +32,5 @@ from steinax.diagnostics.thinning import Thinning, stein_thinning
 
 __all__ = ["SampleQuality", "as_sample_array", "load_samples", "sample_quality", "SpreadCheck", "spread_check",
            "SPREAD_THRESHOLD", "CROSS_THRESHOLD", "RelaxationCheck", "relaxation_check", "RELAXATION_LEVEL",
-           "ModeCheck", "mode_check", "MODES_LEVEL", "Thinning", "stein_thinning",
+           "ModeCheck", "mode_check", "MODES_LEVEL", "Thinning", "stein_thinning", "Compression", "stein_kernel_thinning",
            "ImportanceWeights", "stein_importance_weights", "ControlVariateEstimate", "stein_control_variates"]

@@ -23,10 +23,16 @@ chain by chain (:func:`steinax.stein.gof.integrated_autocorrelation_time`; 1 for
 In-sample residuals would be too small for a kernel fit (it interpolates), and their standard error
 would not cover.
 
-**Choice by cross-validation.** With ``basis="auto"`` (default) the candidates (polynomial degrees 1 to
-4; kernel, and semi-exact of degree 1 and 2, with ``h`` the median squared distance times 1/4, 1 and 4
-and ``lambda = 1e-3``; a polynomial basis only while it has at most ``n / 4`` coefficients) are scored by the held-out mean squared error of ``f - c - g`` on the same folds,
-per function; the best is reported with its cross-fitted estimate, and the plain mean beside it.
+**Choice by nested cross-validation.** With ``basis="auto"`` (default) the candidates (polynomial
+degrees 1 to 4; kernel, and semi-exact of degree 1 and 2, with ``h`` the median squared distance times
+1/4, 1 and 4 and ``lambda = 1e-3``; a polynomial basis only while it has at most ``n / 4``
+coefficients) are scored per function by the mean squared error of ``f - c - g``. The choice for
+held-out fold ``k`` is made on the other folds alone (fits on ``D_{-j,-k}`` scored on fold ``j``), so
+that fold ``k``'s residuals stay honest: choosing with fold ``k`` itself makes them optimistic and the
+intervals under-cover (measured: 85-89% for nominal 95% on three targets). ``ControlVariateEstimate.basis``
+names each function's most frequent choice. Standard errors are at least :data:`ROUNDING_ULPS` ulps
+of the values' rms (an exactly fitted ``f``: the residuals are rounding error, which does not
+average down).
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ __all__ = ["BASES", "MAX_DEGREE", "ControlVariateEstimate", "stein_control_varia
            "multi_indices"]
 
 BASES = ("polynomial", "kernel", "semi_exact")
+ROUNDING_ULPS = 32
+"""The standard error's floor, in units of the compute dtype's epsilon times the values' rms."""
 
 
 def multi_indices(d: int, degree: int) -> np.ndarray:
@@ -219,29 +227,56 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
     if not candidates:
         raise ValueError(f"`degree` = {degree} has {len(multi_indices(d, degree))} polynomial features for {n} draws "
                          "(at most n / 4): use a lower degree or the kernel basis")
-    bounds = np.linspace(0, n, folds + 1).astype(int)
-    held = []  # per candidate: held-out (prediction, g) over all rows
-    for kind, q, h in candidates:
-        pred, g = np.empty(values.shape), np.empty(values.shape)
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
-            tr = np.r_[0:lo, hi:n]
-            p_k, g_k = _fit_predict(x[tr], s[tr], values[tr], x[lo:hi], s[lo:hi], kind, q,
-                                    None if h is None else jnp.asarray(h, x.dtype), ridge)
-            pred[lo:hi], g[lo:hi] = np.asarray(p_k), np.asarray(g_k)
-        held.append((pred, g))
+    if len(candidates) > 1 and folds < 3:
+        raise ValueError(f"`folds` must be at least 3 when the basis is chosen (nested cross-validation); received {folds}")
+    edges = np.linspace(0, n, folds + 1).astype(int)
+    rows = [np.arange(lo, hi) for lo, hi in zip(edges[:-1], edges[1:])]
     v = np.asarray(values, np.float64)
-    mse = np.stack([np.mean((v - pred) ** 2, axis=0) for pred, _ in held])  # [candidates, p]
-    hopeless = ~np.any(np.isfinite(mse), axis=0)
-    if hopeless.any():
-        raise FloatingPointError(f"every control-variate fit of functions {np.flatnonzero(hopeless)[:5].tolist()} "
-                                 "(first five) is non-finite (the kernel system is singular or the scores overflow): "
-                                 "try basis='polynomial', a larger `ridge`, or float64")
-    best = np.argmin(np.where(np.isfinite(mse), mse, np.inf), axis=0)
-    adjusted = np.stack([v[:, j] - held[b][1][:, j] for j, b in enumerate(best)], axis=1)
+
+    def fit(c, train, test):
+        kind, q, h = candidates[c]
+        out = _fit_predict(x[train], s[train], values[train], x[test], s[test], kind, q,
+                           None if h is None else jnp.asarray(h, x.dtype), ridge)
+        return np.asarray(out[0], np.float64), np.asarray(out[1], np.float64)
+
+    everything = np.arange(n)
+    if len(candidates) == 1:
+        choice = np.zeros((folds, v.shape[1]), int)
+    else:
+        # nested selection: fold k's candidate is chosen from D_{-k} alone, by cross-validation over the
+        # other folds; one fit on D_{-j,-k} serves fold j's inner score for outer fold k and vice versa
+        sq = np.zeros((len(candidates), folds, v.shape[1]))  # [c, outer k, p]: inner squared error sums
+        for j in range(folds):
+            for k in range(j + 1, folds):
+                train = np.setdiff1d(everything, np.r_[rows[j], rows[k]])
+                for c in range(len(candidates)):
+                    pred, _ = fit(c, train, np.r_[rows[j], rows[k]])
+                    err = (v[np.r_[rows[j], rows[k]]] - pred) ** 2
+                    sq[c, k] += err[: rows[j].size].sum(axis=0)  # fold j held out, inside D_{-k}
+                    sq[c, j] += err[rows[j].size:].sum(axis=0)
+        hopeless = ~np.any(np.isfinite(sq.sum(axis=1)), axis=0)
+        if hopeless.any():
+            raise FloatingPointError(f"every control-variate fit of functions {np.flatnonzero(hopeless)[:5].tolist()} "
+                                     "(first five) is non-finite (the kernel system is singular or the scores "
+                                     "overflow): try basis='polynomial', a larger `ridge`, or float64")
+        choice = np.argmin(np.where(np.isfinite(sq), sq, np.inf), axis=0)  # [folds, p]
+    g = np.empty(v.shape)
+    for k in range(folds):
+        train = np.setdiff1d(everything, rows[k])
+        for c in np.unique(choice[k]):
+            cols = choice[k] == c
+            g[rows[k][:, None], np.flatnonzero(cols)[None]] = fit(c, train, rows[k])[1][:, cols]
+    if not np.all(np.isfinite(g)):
+        raise FloatingPointError("a held-out control-variate fit is non-finite (the kernel system is singular or the "
+                                 "scores overflow): try basis='polynomial', a larger `ridge`, or float64")
+    best = np.array([np.bincount(choice[:, j], minlength=len(candidates)).argmax() for j in range(v.shape[1])])
+    adjusted = v - g
     is_iid = not _is_chains(samples, chains) if iid is None else bool(iid)
     tau_adj = np.ones(v.shape[1]) if is_iid else np.maximum(_tau(adjusted, chains), 1.0)
     tau_mean = np.ones(v.shape[1]) if is_iid else np.maximum(_tau(v, chains), 1.0)
-    se = adjusted.std(axis=0, ddof=1) * np.sqrt(tau_adj / n)
+    # at least ROUNDING_ULPS ulps of the values' rms: an exact fit's residuals are rounding, which does not average down
+    floor = ROUNDING_ULPS * np.finfo(np.dtype(x.dtype)).eps * np.sqrt(np.mean(v * v, axis=0))
+    se = np.hypot(adjusted.std(axis=0, ddof=1) * np.sqrt(tau_adj / n), floor)
     se_mean = v.std(axis=0, ddof=1) * np.sqrt(tau_mean / n)
     names = tuple(f"{candidates[b][0]}" + (f":{candidates[b][1]}" if candidates[b][1] else "")
                   + (f":h={candidates[b][2]:.3g}" if candidates[b][2] else "") for b in best)
