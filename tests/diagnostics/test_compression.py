@@ -44,6 +44,7 @@ def test_skt_is_goodpoints_skt_and_its_ksd_is_goodpoints_mmd():
     np.testing.assert_allclose(float(c.ksd[0]), mmd, rtol=1e-10)
 
 
+@pytest.mark.slow  # about 40 s (goodpoints' mirror descent and Compress++ compile): CI's slow pass
 def test_lskt_returns_sqrt_n_points_and_debiases_the_burn_in():
     """LSKT on the biased chain: 2^ceil(log4 512) = 32 points; its KSD is below standard thinning's
     (every 16th draw) and below that of all 512 draws (the burn-in's bias is removed)."""
@@ -59,6 +60,7 @@ def test_lskt_returns_sqrt_n_points_and_debiases_the_burn_in():
     assert float(c.ksd[0]) < c.ksd_input
 
 
+@pytest.mark.slow  # about 15 s: CI's slow pass
 def test_skt_beats_stein_thinning_at_the_same_size():
     """SKT (Stein thinning to 512 points, then kernel thinning to 32) against greedy Stein thinning to 32 in the
     same kernel: the paper's claim that kernel thinning improves on greedy selection, on this chain."""
