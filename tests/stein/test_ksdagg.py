@@ -190,3 +190,21 @@ def test_overflowing_statistics_stop_with_a_reason():
     x = np.random.default_rng(7).normal(size=(50, 2)).astype(np.float32)
     with pytest.raises(FloatingPointError, match="squared KSD"):
         ksdagg_test(x, np.full_like(x, 1e30), rng_key=jax.random.key(0), n_bootstrap=20)
+
+
+def test_cli_runs_the_aggregated_test_unless_a_single_kernel_is_asked_for(tmp_path, capsys, monkeypatch):
+    """``steinax ksd``: KSDAgg by default (IMQ), the single-kernel test with ``--single-kernel`` or
+    ``--kernel rbf``, KSDAgg again with ``--kernel rbf --aggregated``; both flags at once are an error."""
+    from steinax import cli
+
+    np.save(tmp_path / "x.npy", np.random.default_rng(8).normal(size=(80, 2)))
+    (tmp_path / "t_agg.py").write_text("import jax.numpy as jnp\ndef logp(z):\n    return -0.5 * jnp.sum(z * z)\n")
+    monkeypatch.chdir(tmp_path)
+    base = ["ksd", "x.npy", "--target", "t_agg:logp", "--bootstrap", "100"]
+    for extra, aggregated in [([], True), (["--single-kernel"], False), (["--kernel", "rbf"], False),
+                              (["--kernel", "rbf", "--aggregated"], True)]:
+        assert cli.main(base + extra) == 0
+        out = capsys.readouterr().out
+        assert ("KSDAgg" in out) == aggregated and ("wild-bootstrap test" in out) == (not aggregated), (extra, out)
+    assert cli.main(base + ["--aggregated", "--single-kernel"]) == 2
+    assert "exclude each other" in capsys.readouterr().err
