@@ -30,7 +30,10 @@ coefficients) are scored per function by the mean squared error of ``f - c - g``
 held-out fold ``k`` is made on the other folds alone (fits on ``D_{-j,-k}`` scored on fold ``j``), so
 that fold ``k``'s residuals stay honest: choosing with fold ``k`` itself makes them optimistic and the
 intervals under-cover (measured: 85-89% for nominal 95% on three targets). ``ControlVariateEstimate.basis``
-names each function's most frequent choice. Standard errors are at least :data:`ROUNDING_ULPS` ulps
+names each function's most frequent choice. **Safeguard:** a held-out fold where the chosen fit's
+residuals vary more than ``f`` itself (a polynomial extrapolating to a draw far in the tails) keeps
+its plain values ``f``; without it, rare such folds made the estimate of ``E x_2^2`` on the banana
+3 times *more* variable than the plain mean over 200 replications. Standard errors are at least :data:`ROUNDING_ULPS` ulps
 of the values' rms (an exactly fitted ``f``: the residuals are rounding error, which does not
 average down).
 """
@@ -269,6 +272,9 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
     if not np.all(np.isfinite(g)):
         raise FloatingPointError("a held-out control-variate fit is non-finite (the kernel system is singular or the "
                                  "scores overflow): try basis='polynomial', a larger `ridge`, or float64")
+    for k in range(folds):  # the safeguard: a fold where the fit adds variance keeps its plain values
+        worse = np.var(v[rows[k]] - g[rows[k]], axis=0) > np.var(v[rows[k]], axis=0)
+        g[rows[k][:, None], np.flatnonzero(worse)[None]] = 0.0
     best = np.array([np.bincount(choice[:, j], minlength=len(candidates)).argmax() for j in range(v.shape[1])])
     adjusted = v - g
     is_iid = not _is_chains(samples, chains) if iid is None else bool(iid)
