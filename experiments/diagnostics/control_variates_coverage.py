@@ -150,7 +150,8 @@ def main(argv=None):
                              "variance_reduction": reduction, "cv_covered": cover, "mean_covered": cover_plain,
                              "cv_rmse": float(np.sqrt(np.mean((est[:, j] - truth[j]) ** 2))),
                              "mean_rmse": float(np.sqrt(np.mean((plain[:, j] - truth[j]) ** 2)))})
-                ok = "ok" if lo <= cover <= hi else "OUT"
+                # an exact fit's error is rounding, its interval the 32-ulp floor: covering every time is expected
+                ok = "ok" if lo <= cover <= hi else ("exact: conservative" if reduction > 1e6 and cover > hi else "OUT")
                 shown = f"{reduction:8.1f}" if reduction < 1e6 else "   >1e6 (f is in the basis: exact)"
                 print(f"{name:18s} {setting:5s} {fname:5s}: variance / {shown}; coverage CV {cover}/{a.reps} "
                       f"({ok}), plain mean {cover_plain}/{a.reps}", flush=True)
