@@ -27,10 +27,14 @@ The polynomial features are formed in standardised coordinates ``z = (x - mean) 
 ``s * sd``: the Stein operator of ``z``'s density, mean zero under ``p`` as well, and the same span for the
 fields) and scaled to unit columns, so that a cubic basis is well conditioned in float32.
 
-**Choice by cross-validation.** With ``basis="auto"`` (default) the candidates (the plain mean;
+**Choice by nested cross-validation.** With ``basis="auto"`` (default) the candidates (the plain mean;
 polynomial and polynomial-field degrees 1 to 4 while a basis has fewer than ``n / 4`` coefficients)
-are scored per function by the held-out squared error of ``f - c - g`` over ``folds`` contiguous
-blocks; ``ControlVariateEstimate.basis`` names the choice. The kernel bases (``h`` the median squared
+are scored per function by held-out squared error over ``folds`` contiguous blocks. The choice for
+the draws of fold ``k`` is made on the other folds alone (fits on ``D_{-j,-k}`` scored on fold ``j``),
+and fold ``k``'s adjusted values come from that choice. Choosing once with every draw makes the chosen
+basis's residuals optimistic (the winner's curse among near-equal candidates): measured on the skewed
+Student-t(5), 1000 i.i.d. draws, the intervals then covered 167-176 times in 200 against 176-183 for
+a fixed degree-4 basis. ``ControlVariateEstimate.basis`` names each function's most frequent choice. The kernel bases (``h`` the median squared
 distance, or times 1/4, 1 and 4 with ``bandwidth="auto"``; ``lambda = ridge``) are used only on request:
 they often fit better (``E x_1^2`` on a two-mode mixture: variance / 650 against / 60 for the fields), but
 their cross-fitted intervals under-cover (83% for nominal 95% there, over 60 replications, with the
@@ -74,7 +78,7 @@ __all__ = ["BASES", "MAX_DEGREE", "ControlVariateEstimate", "stein_control_varia
            "polynomial_field_stein_features", "multi_indices"]
 
 BASES = ("polynomial", "polynomial_field", "kernel", "semi_exact")
-LEAST_SQUARES = ("mean", "polynomial", "polynomial_field")  # fitted on every draw; the others are cross-fitted
+LEAST_SQUARES = ("mean", "polynomial", "polynomial_field")  # fitted by ordinary least squares
 ROUNDING_ULPS = 32
 """The standard error's floor, in units of the compute dtype's epsilon times the values' rms."""
 
@@ -190,26 +194,6 @@ def _fit_predict(x_tr, s_tr, f_tr, x_te, s_te, basis, degree, h, lam):
     return g + b[0][None], g
 
 
-@eqx.filter_jit
-def _leave_one_out_values(x, s, f, basis, degree):
-    """``[n, p]`` the leave-one-out adjusted values ``u_i = f_i - P_i b_(-i)``, ``b_(-i)`` the least-squares
-    slopes of ``f ~ c + P b`` fitted without draw ``i``, in closed form from the fit on all draws:
-    ``u_i = c + e_i (1 - A_0i) / (1 - h_i)`` (``A = X^+``, ``X = [1, P]``, ``e`` the residuals, ``h`` the
-    leverages; the rank-one downdate of ``(X^T X)^-1``). The pseudo-inverse drops singular values below
-    ``eps * max(n, m)`` of the largest (as ``lstsq``)."""
-    design, _ = _design(x, s, x, s, basis, degree)
-    n, m = design.shape
-    u, sv, vt = jnp.linalg.svd(design, full_matrices=False)
-    keep = sv > jnp.finfo(x.dtype).eps * max(n, m) * sv[0]
-    inv = jnp.where(keep, 1.0 / jnp.where(keep, sv, 1.0), 0.0)
-    coef = vt.T @ (inv[:, None] * (u.T @ f))
-    residual = f - design @ coef
-    a0 = u @ (inv * vt[:, 0])  # row 0 of the pseudo-inverse
-    leverage = jnp.sum(jnp.where(keep[None], u * u, 0.0), axis=1)
-    one_minus = jnp.maximum(1.0 - leverage, jnp.finfo(x.dtype).eps)
-    return coef[0][None] + residual * ((1.0 - a0) / one_minus)[:, None]
-
-
 class ControlVariateEstimate(eqx.Module):
     """What :func:`stein_control_variates` returns (one entry per function, ``[p]``).
 
@@ -321,6 +305,8 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
     if not candidates:
         raise ValueError(f"`degree` = {degree} gives {_n_features(basis, d, degree)} polynomial features for {n} draws "
                          "(at most n / 4): use a lower degree or the kernel basis")
+    if len(candidates) > 1 and folds < 3:
+        raise ValueError(f"`folds` must be at least 3 when the basis is chosen (nested cross-validation); received {folds}")
     edges = np.linspace(0, n, folds + 1).astype(int)
     rows = [np.arange(lo, hi) for lo, hi in zip(edges[:-1], edges[1:])]
     v = np.asarray(values, np.float64)
@@ -333,35 +319,37 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
         return np.asarray(out[0], np.float64), np.asarray(out[1], np.float64)
 
     if len(candidates) == 1:
-        choice = np.zeros(v.shape[1], int)
-    else:  # K-fold cross-validation: each candidate's held-out squared error, summed over the folds
-        sq = np.zeros((len(candidates), v.shape[1]))
-        for k in range(folds):
-            train = np.setdiff1d(everything, rows[k])
-            for c in range(len(candidates)):
-                sq[c] += ((v[rows[k]] - fit(c, train, rows[k])[0]) ** 2).sum(axis=0)
-        hopeless = ~np.any(np.isfinite(sq), axis=0)
+        choice = np.zeros((folds, v.shape[1]), int)
+    else:
+        # nested choice: fold k's candidate comes from D_{-k} alone, by cross-validation over the other folds;
+        # one fit on D_{-j,-k} serves fold j's inner score for outer fold k and fold k's for outer fold j
+        sq = np.zeros((len(candidates), folds, v.shape[1]))  # [c, outer k, p]: inner squared error sums
+        for j in range(folds):
+            for k in range(j + 1, folds):
+                held = np.r_[rows[j], rows[k]]
+                for c in range(len(candidates)):
+                    err = (v[held] - fit(c, np.setdiff1d(everything, held), held)[0]) ** 2
+                    sq[c, k] += err[: rows[j].size].sum(axis=0)  # fold j held out, inside D_{-k}
+                    sq[c, j] += err[rows[j].size:].sum(axis=0)
+        hopeless = ~np.any(np.isfinite(sq.sum(axis=1)), axis=0)
         if hopeless.any():
             raise FloatingPointError(f"every control-variate fit of functions {np.flatnonzero(hopeless)[:5].tolist()} "
                                      "(first five) is non-finite (the kernel system is singular or the scores "
                                      "overflow): try basis='polynomial', a larger `ridge`, or float64")
-        choice = np.argmin(np.where(np.isfinite(sq), sq, np.inf), axis=0)  # [p]
-    estimate, influence = np.empty(v.shape[1]), np.empty(v.shape)
+        choice = np.argmin(np.where(np.isfinite(sq), sq, np.inf), axis=0)  # [folds, p]
+    adjusted = np.empty(v.shape)
     for c in np.unique(choice):
-        cols = np.flatnonzero(choice == c)
-        kind, q, h = candidates[c]
-        if kind in LEAST_SQUARES:  # cross-fitted leave-one-out, in closed form
-            adjusted = np.asarray(_leave_one_out_values(x, s, values[:, cols], kind, q), np.float64)
-        else:  # cross-fitted over the folds: fold k's g from the other folds; a fold where g adds variance keeps f
-            g = np.empty((n, cols.size))
-            for k in range(folds):
-                g[rows[k]] = fit(c, np.setdiff1d(everything, rows[k]), rows[k])[1][:, cols]
-                worse = np.var(v[rows[k]][:, cols] - g[rows[k]], axis=0) > np.var(v[rows[k]][:, cols], axis=0)
-                g[rows[k][:, None], np.flatnonzero(worse)[None]] = 0.0
-            adjusted = v[:, cols] - g
-        est = adjusted.mean(axis=0)
-        psi = (adjusted - est) * np.sqrt(n / (n - 1.0))
-        estimate[cols], influence[:, cols] = est, psi
+        cols = np.flatnonzero(np.any(choice == c, axis=0))
+        for k in range(folds):  # fold k: g fitted on the other folds, for the functions whose choice there is c
+            mine = cols[choice[k, cols] == c]
+            if mine.size == 0:
+                continue
+            g = fit(c, np.setdiff1d(everything, rows[k]), rows[k])[1][:, mine]
+            # the safeguard: where g adds variance on the held-out fold, the fold keeps its plain values
+            g[:, np.var(v[rows[k]][:, mine] - g, axis=0) > np.var(v[rows[k]][:, mine], axis=0)] = 0.0
+            adjusted[rows[k][:, None], mine[None]] = v[rows[k]][:, mine] - g
+    estimate = adjusted.mean(axis=0)
+    influence = (adjusted - estimate) * np.sqrt(n / (n - 1.0))
     if not (np.all(np.isfinite(estimate)) and np.all(np.isfinite(influence))):
         raise FloatingPointError("the chosen control-variate fit is non-finite (the kernel system is singular or the "
                                  "scores overflow): try basis='polynomial', a larger `ridge`, or float64")
@@ -372,8 +360,9 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
     floor = ROUNDING_ULPS * np.finfo(np.dtype(x.dtype)).eps * np.sqrt(np.mean(v * v, axis=0))
     se = np.hypot(np.sqrt(np.sum(influence**2, axis=0) * tau_adj) / n, floor)
     se_mean = v.std(axis=0, ddof=1) * np.sqrt(tau_mean / n)
+    best = [np.bincount(choice[:, j], minlength=len(candidates)).argmax() for j in range(v.shape[1])]
     names = tuple(f"{candidates[b][0]}" + (f":{candidates[b][1]}" if candidates[b][1] else "")
-                  + (f":h={candidates[b][2]:.3g}" if candidates[b][2] else "") for b in choice)
+                  + (f":h={candidates[b][2]:.3g}" if candidates[b][2] else "") for b in best)
     dt = x.dtype
     return ControlVariateEstimate(estimate=jnp.asarray(estimate, dt), standard_error=jnp.asarray(se, dt),
                                   mean=jnp.asarray(v.mean(axis=0), dt), mean_standard_error=jnp.asarray(se_mean, dt),
