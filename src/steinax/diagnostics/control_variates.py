@@ -3,7 +3,7 @@
 For draws ``x_1..x_n`` of ``p`` (MCMC or i.i.d.), scores ``s = nabla log p`` and a function ``f``, any
 function ``g = L phi`` in the range of the Langevin Stein operator ``L phi = Delta phi + s . grad phi``
 has ``E_p g = 0``, so ``E_p f = E_p (f - g)``, and ``g`` fitted to ``f`` removes most of its variance.
-Three bases for ``g`` (all linear in their coefficients):
+Four bases for ``g`` (all linear in their coefficients):
 
 * ``"polynomial"`` (zero-variance control variates; Mira, Solgi & Imparato 2013; Assaraf & Caffarel
   1999): ``phi`` the monomials of degree ``<= degree`` (:func:`polynomial_stein_features`; ``L x_k = s_k``,
@@ -15,7 +15,6 @@ Three bases for ``g`` (all linear in their coefficients):
   (``x_2 | x_1`` Gaussian about ``b x_1^2``) each coordinate's mean and square are exact at degree 3,
   where the gradient fields of degree 4 remove a factor 2-6 of the variance. Ordinary least squares
   with an intercept.
-
 * ``"kernel"`` (control functionals; Oates, Girolami & Chopin 2017): ``g = sum_a a_a k_0(x_a, .)`` with
   ``k_0`` the Langevin Stein kernel (:func:`steinax.stein.ksd.stein_kernel_matrix`, IMQ base kernel
   ``(1 + ||x - y||^2 / h)^{-1/2}``), a constant, and ridge ``lambda`` on ``a^T K_0 a``.
@@ -31,29 +30,25 @@ fields) and scaled to unit columns, so that a cubic basis is well conditioned in
 polynomial and polynomial-field degrees 1 to 4 while a basis has fewer than ``n / 4`` coefficients)
 are scored per function by held-out squared error over ``folds`` contiguous blocks. The choice for
 the draws of fold ``k`` is made on the other folds alone (fits on ``D_{-j,-k}`` scored on fold ``j``),
-and fold ``k``'s adjusted values come from that choice. Choosing once with every draw makes the chosen
-basis's residuals optimistic (the winner's curse among near-equal candidates): measured on the skewed
-Student-t(5), 1000 i.i.d. draws, the intervals then covered 167-176 times in 200 against 176-183 for
-a fixed degree-4 basis. ``ControlVariateEstimate.basis`` names each function's most frequent choice. The kernel bases (``h`` the median squared
-distance, or times 1/4, 1 and 4 with ``bandwidth="auto"``; ``lambda = ridge``) are used only on request:
-they often fit better (``E x_1^2`` on a two-mode mixture: variance / 650 against / 60 for the fields), but
-their cross-fitted intervals under-cover (83% for nominal 95% there, over 60 replications, with the
-bandwidth chosen on the same folds; 85-89% on three targets with a nested choice), and an interval
-that is too short is worse for a user than a longer honest one.
+and fold ``k``'s adjusted values come from that choice: choosing once with every draw makes the chosen
+basis's residuals optimistic (the winner's curse among near-equal candidates), and the intervals
+under-cover. ``ControlVariateEstimate.basis`` names each function's most frequent choice.
 
-**Estimate and standard error (decided here).** Every estimate is cross-fitted: each draw's adjusted
-value ``u_i = f(x_i) - g(x_i)`` uses a ``g`` fitted without that draw, so ``u_i`` has mean ``E_p f``
-whatever the fit (``E_p g = 0``); the estimate is the mean of the ``u_i`` and its standard error their
-``sd / sqrt(n)``.
+The kernel bases (``h`` the median squared distance, or times 1/4, 1 and 4 with ``bandwidth="auto"``;
+``lambda = ridge``) run only on request: they can fit better (``E x_1^2`` on a two-mode mixture:
+variance / 650 over 40 replications), but their intervals covered 83% of the time there (60
+replications), and an interval that is too short is worse for a user than a longer honest one.
 
-* A least-squares basis (the mean, ``"polynomial"``, ``"polynomial_field"``) is cross-fitted leave one
-  out, in closed form from one fit on all draws (:func:`_leave_one_out_values`). Measured over 200
-  replications of 1000 draws of a skewed Student-t(5), ``f = x^2``, gradient basis of degree 4: the
-  in-sample intercept (Mira et al. 2013's estimator) is biased by 0.55-0.71 of its own sd (the
-  coefficients' O(p / n) error meets heavy-tailed features) and its intervals covered 175-182 times in
-  200 even with HC3 standard errors; leave-one-out removes the bias (0.04-0.07 sd) at 1.3-1.4x the sd.
-* A kernel basis is cross-fitted over ``folds`` contiguous blocks (fold ``k``'s ``g`` fitted on the
-  others). **Safeguard:** a fold where ``g`` adds variance keeps its plain values ``f``.
+**Estimate and standard error (decided here).** Every estimate is cross-fitted over ``folds``
+contiguous blocks: the draws of fold ``k`` are adjusted, ``u_i = f(x_i) - g(x_i)``, by a ``g`` fitted on
+the other folds, so ``u_i`` has mean ``E_p f`` whatever the fit (``E_p g = 0``); the estimate is the
+mean of the ``u_i`` and its standard error their ``sd / sqrt(n)``. **Safeguard:** a fold where ``g``
+adds variance keeps its plain values ``f``. Two alternatives were measured and rejected (200
+replications of 1000 draws of a skewed Student-t(5), ``f = x^2``, degree-4 gradient basis): the
+in-sample intercept of one fit on all draws (Mira et al. 2013's estimator) is biased by 0.55-0.71 of
+its own sd (the coefficients' O(p / n) error meets heavy-tailed features), and its intervals covered
+175-182 times in 200 even with leverage-corrected (HC3) standard errors; leave-one-out cross-fitting
+removes the bias but, with the basis chosen once on all draws, covered 167-176 times.
 
 For chains the standard error is multiplied by ``sqrt(tau)``, ``tau`` the integrated autocorrelation time
 of the ``u_i`` chain by chain (:func:`steinax.stein.gof.integrated_autocorrelation_time`; 1 for independent
