@@ -344,16 +344,15 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
             g[:, np.var(v[rows[k]][:, mine] - g, axis=0) > np.var(v[rows[k]][:, mine], axis=0)] = 0.0
             adjusted[rows[k][:, None], mine[None]] = v[rows[k]][:, mine] - g
     estimate = adjusted.mean(axis=0)
-    influence = (adjusted - estimate) * np.sqrt(n / (n - 1.0))
-    if not (np.all(np.isfinite(estimate)) and np.all(np.isfinite(influence))):
+    if not np.all(np.isfinite(adjusted)):
         raise FloatingPointError("the chosen control-variate fit is non-finite (the kernel system is singular or the "
                                  "scores overflow): try basis='polynomial', a larger `ridge`, or float64")
     is_iid = not _is_chains(samples, chains) if iid is None else bool(iid)
-    tau_adj = np.ones(v.shape[1]) if is_iid else np.maximum(_tau(influence, chains), 1.0)
+    tau_adj = np.ones(v.shape[1]) if is_iid else np.maximum(_tau(adjusted, chains), 1.0)
     tau_mean = np.ones(v.shape[1]) if is_iid else np.maximum(_tau(v, chains), 1.0)
     # at least ROUNDING_ULPS ulps of the values' rms: an exact fit's residuals are rounding, which does not average down
     floor = ROUNDING_ULPS * np.finfo(np.dtype(x.dtype)).eps * np.sqrt(np.mean(v * v, axis=0))
-    se = np.hypot(np.sqrt(np.sum(influence**2, axis=0) * tau_adj) / n, floor)
+    se = np.hypot(adjusted.std(axis=0, ddof=1) * np.sqrt(tau_adj / n), floor)
     se_mean = v.std(axis=0, ddof=1) * np.sqrt(tau_mean / n)
     best = [np.bincount(choice[:, j], minlength=len(candidates)).argmax() for j in range(v.shape[1])]
     names = tuple(f"{candidates[b][0]}" + (f":{candidates[b][1]}" if candidates[b][1] else "")
