@@ -12,24 +12,30 @@ from steinax.kernels import IMQ
 from steinax.stein.ksd import stein_kernel_matrix
 
 
+def _monomial(a):
+    """``x^a`` from integer powers of the coordinates that appear (differentiable at 0; the constant for a = 0)."""
+    return lambda v: jnp.prod(jnp.stack([v[k] ** int(a[k]) for k in range(len(a)) if a[k] > 0] + [jnp.ones(())]))
+
+
+def _points(seed, zero_at):
+    """``(x, s)`` ``[7, 3]`` float64 (inside ``enable_x64``), one coordinate of ``x`` exactly 0 (0^0 = 1, no NaN)."""
+    rng = np.random.default_rng(seed)
+    x, s = rng.normal(size=(7, 3)), rng.normal(size=(7, 3))
+    x[zero_at] = 0.0
+    return jnp.asarray(x), jnp.asarray(s)
+
+
 @pytest.mark.parametrize("degree", [2, 4])
 def test_polynomial_features_are_the_stein_operator_by_autodiff(degree):
-    """``L phi = tr(hess phi) + s . grad phi`` for every monomial up to ``degree`` (``x^alpha`` from its
-    exponents), by jax.grad/jax.hessian, float64 to 1e-10; one coordinate exactly 0 (0^0 = 1, no NaN)."""
+    """``L phi = tr(hess phi) + s . grad phi`` for every monomial up to ``degree``, by jax.grad/jax.hessian,
+    float64 to 1e-10."""
     from steinax.diagnostics.control_variates import multi_indices
 
-    rng = np.random.default_rng(0)
     with jax.enable_x64(True):
-        x, s = rng.normal(size=(7, 3)), rng.normal(size=(7, 3))
-        x[0, 1] = 0.0
-        x, s = jnp.asarray(x), jnp.asarray(s)
+        x, s = _points(0, (0, 1))
         got = np.asarray(polynomial_stein_features(x, s, degree))
         alphas = multi_indices(3, degree)
-
-        def monomial(a):  # integer powers of the coordinates that appear: differentiable at 0
-            return lambda v: jnp.prod(jnp.stack([v[k] ** int(a[k]) for k in range(3) if a[k] > 0]))
-
-        want = np.stack([np.asarray(jax.vmap(lambda z, t, m=monomial(a): jnp.trace(jax.hessian(m)(z))
+        want = np.stack([np.asarray(jax.vmap(lambda z, t, m=_monomial(a): jnp.trace(jax.hessian(m)(z))
                                              + t @ jax.grad(m)(z))(x, s)) for a in alphas], axis=1)
     assert got.shape == (7, len(alphas)) and np.all(np.isfinite(got))
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
@@ -38,23 +44,16 @@ def test_polynomial_features_are_the_stein_operator_by_autodiff(degree):
 @pytest.mark.parametrize("degree", [1, 3])
 def test_polynomial_field_features_are_the_stein_operator_by_autodiff(degree):
     """``T g = div g + s . g`` for ``g = x^alpha e_k``, every ``|alpha| <= degree`` (the constant first) and every
-    ``k``, by jax.grad, float64 to 1e-10; one coordinate exactly 0."""
+    ``k``, by jax.grad, float64 to 1e-10."""
     from steinax.diagnostics.control_variates import multi_indices
 
-    rng = np.random.default_rng(3)
     with jax.enable_x64(True):
-        x, s = rng.normal(size=(6, 3)), rng.normal(size=(6, 3))
-        x[0, 2] = 0.0
-        x, s = jnp.asarray(x), jnp.asarray(s)
+        x, s = _points(3, (0, 2))
         got = np.asarray(polynomial_field_stein_features(x, s, degree))
         alphas = np.vstack([np.zeros((1, 3), int), multi_indices(3, degree)])
-
-        def monomial(a):
-            return lambda v: jnp.prod(jnp.stack([v[j] ** int(a[j]) for j in range(3) if a[j] > 0] + [jnp.ones(())]))
-
-        want = np.stack([np.asarray(jax.vmap(lambda z, t, m=monomial(a), k=k: jax.grad(m)(z)[k] + t[k] * m(z))(x, s))
+        want = np.stack([np.asarray(jax.vmap(lambda z, t, m=_monomial(a), k=k: jax.grad(m)(z)[k] + t[k] * m(z))(x, s))
                          for a in alphas for k in range(3)], axis=1)
-    assert got.shape == (6, 3 * len(alphas)) and np.all(np.isfinite(got))
+    assert got.shape == (7, 3 * len(alphas)) and np.all(np.isfinite(got))
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
 
 

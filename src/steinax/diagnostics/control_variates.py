@@ -254,7 +254,8 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
         bandwidth: the IMQ's ``h`` for the kernel bases (default: median squared distance; ``"auto"``
             tries it times 1/4, 1 and 4).
         ridge: ``lambda``.
-        folds: cross-validation (and kernel cross-fitting) folds, contiguous blocks, at least 2.
+        folds: cross-fitting (and cross-validation) folds, contiguous blocks: at least 2, and 3 when the basis
+            is chosen.
         iid: whether the draws are independent (``tau = 1``); default: independent unless chain-shaped.
         var_names, dtype: as :func:`~steinax.diagnostics.sample_quality`.
 
