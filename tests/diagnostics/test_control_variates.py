@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from steinax.diagnostics.control_variates import (_fit_predict, polynomial_field_stein_features, polynomial_stein_features,
-                                                  stein_control_variates)
+from steinax.diagnostics.control_variates import (ROUNDING_ULPS, _fit_predict, polynomial_field_stein_features,
+                                                  polynomial_stein_features, stein_control_variates)
 from steinax.kernels import IMQ
 from steinax.stein.ksd import stein_kernel_matrix
 
@@ -135,6 +135,13 @@ def test_heavy_tailed_target_variance_reduction():
     assert abs(float(cv.estimate[0])) < 4 * float(cv.standard_error[0])
     lo, hi = cv.interval(0.95)
     assert float(lo[0]) < float(cv.estimate[0]) < float(hi[0]) and "variance /" in cv.summary()
+    # the adjusted values are returned in the draws' order: their mean is the estimate, their sd / sqrt(n) the se
+    # (i.i.d.: tau = 1) with the rounding floor added in quadrature; float32 storage: 1e-6 relative
+    u = np.asarray(cv.adjusted[:, 0], np.float64)
+    assert cv.adjusted.shape == (1000, 1)
+    np.testing.assert_allclose(u.mean(), float(cv.estimate[0]), rtol=1e-6, atol=1e-7)
+    floor = ROUNDING_ULPS * np.finfo(np.float32).eps * np.sqrt(np.mean(np.tanh(y[:, 0].astype(np.float64)) ** 2))
+    np.testing.assert_allclose(np.hypot(u.std(ddof=1) / np.sqrt(1000), floor), float(cv.standard_error[0]), rtol=1e-6)
 
 
 def test_chain_input_inflates_the_standard_error():

@@ -198,6 +198,9 @@ class ControlVariateEstimate(eqx.Module):
         mean: the plain sample means, and ``mean_standard_error`` theirs (same autocorrelation rule).
         variance_reduction: ``mean_standard_error^2 / standard_error^2``.
         basis: the basis chosen per function (``"polynomial:2"``, ``"kernel:h=..."``, ...).
+        adjusted: ``[n, p]`` the cross-fitted adjusted values ``u_i = f(x_i) - g(x_i)`` (module
+            docstring), in the draws' order: ``estimate`` is their mean; for a user's own interval
+            (batch means, a bootstrap) or a look at their tails.
         n, chains: draws, and chains among them.
     """
 
@@ -207,6 +210,7 @@ class ControlVariateEstimate(eqx.Module):
     mean_standard_error: jax.Array
     variance_reduction: jax.Array
     basis: tuple
+    adjusted: jax.Array
     n: int = eqx.field(static=True)
     chains: int = eqx.field(static=True)
 
@@ -362,4 +366,4 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
     return ControlVariateEstimate(estimate=jnp.asarray(estimate, dt), standard_error=jnp.asarray(se, dt),
                                   mean=jnp.asarray(v.mean(axis=0), dt), mean_standard_error=jnp.asarray(se_mean, dt),
                                   variance_reduction=jnp.asarray(se_mean**2 / np.maximum(se**2, 1e-300), dt),
-                                  basis=names, n=int(n), chains=int(chains))
+                                  basis=names, adjusted=jnp.asarray(adjusted, dt), n=int(n), chains=int(chains))
