@@ -99,3 +99,62 @@ def test_every_file_the_docs_link_is_tracked_by_git():
             if os.path.exists(os.path.join(ROOT, path)) and os.path.isfile(os.path.join(ROOT, path)) and path not in tracked:
                 missing.append(f"{os.path.relpath(page, ROOT)} -> {path}")
     assert not missing, f"linked from the docs but not committed (check .gitignore): {missing}"
+
+
+def _check_site():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("check_site", os.path.join(ROOT, "docs", "check_site.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_MATHS_PAGE = """<html><head>{scripts}</head><body><p><span class="arithmatex">\\(x^2 + \\frac{{1}}{{2}}\\)</span></p>
+<img src="{image}"></body></html>"""
+
+
+def _tiny_site(root, scripts, image):
+    import shutil
+
+    shutil.copytree(os.path.join(ROOT, "docs", "javascripts"), os.path.join(root, "javascripts"))
+    open(os.path.join(root, "figure.png"), "wb").write(b"\x89PNG\r\n")
+    os.makedirs(os.path.join(root, "page"))
+    with open(os.path.join(root, "page", "index.html"), "w") as f:
+        f.write(_MATHS_PAGE.format(scripts=scripts, image=image))
+
+
+_SCRIPTS = ('<script src="../javascripts/mathjax.js"></script>'
+            '<script src="../javascripts/vendor/mathjax/tex-chtml.js"></script>')
+
+
+def test_site_check_finds_broken_images_and_external_resources(tmp_path):
+    """The static half of docs/check_site.py (no browser): a missing image and a CDN script are failures."""
+    check = _check_site()
+    _tiny_site(str(tmp_path), '<script src="https://cdn.example.org/mathjax.js"></script>', "../missing.png")
+    failures, spans = check.static_failures(str(tmp_path), os.path.join("page", "index.html"))
+    assert spans == 1
+    assert any("broken image ../missing.png" in f for f in failures)
+    assert any("external resource https://cdn.example.org" in f for f in failures)
+    _tiny_site(str(tmp_path / "good"), _SCRIPTS, "../figure.png")
+    assert check.static_failures(str(tmp_path / "good"), os.path.join("page", "index.html")) == ([], 1)
+
+
+@pytest.mark.slow
+def test_site_check_renders_maths_in_a_headless_browser(tmp_path):
+    """The browser half: the vendored MathJax renders a page's maths; a page without it is reported."""
+    import shutil
+
+    if shutil.which("chromium") is None:
+        pytest.skip("no chromium (Debian: apt-get install chromium); .ci/run installs it")
+    check = _check_site()
+    _tiny_site(str(tmp_path / "good"), _SCRIPTS, "../figure.png")
+    _tiny_site(str(tmp_path / "bad"), "", "../figure.png")
+    assert check.main([str(tmp_path / "good")]) == 0
+    assert check.main([str(tmp_path / "bad")]) == 1
+    server, base = check._serve(str(tmp_path / "bad"))
+    try:
+        assert check.rendered_failures("chromium", base + "page/index.html", "page", 1) == [
+            "page: 0 of 1 maths spans rendered by MathJax"]
+    finally:
+        server.shutdown()

@@ -1,5 +1,5 @@
-// MathJax settings for pymdownx.arithmatex (generic mode); the MathJax script itself is
-// not bundled: pages show the TeX source when it is not loaded.
+// MathJax settings for pymdownx.arithmatex (generic mode), read by the vendored MathJax 3
+// (javascripts/vendor/mathjax/tex-chtml.js, loaded after this file; no CDN: the site renders offline).
 window.MathJax = {
   tex: { inlineMath: [["\\(", "\\)"]], displayMath: [["\\[", "\\]"]], processEscapes: true },
   options: { ignoreHtmlClass: ".*|", processHtmlClass: "arithmatex" },
