@@ -158,3 +158,24 @@ def test_site_check_renders_maths_in_a_headless_browser(tmp_path):
             "page: 0 of 1 maths spans rendered by MathJax"]
     finally:
         server.shutdown()
+
+
+def test_module_docstrings_that_docstrings_cite_are_reachable():
+    """A public function whose docstring cites its "module docstring" lives in a module that ``help()`` can reach:
+    no package attribute of the module's name shadows it (``steinax.mk_svgd`` once hid ``particles/mk_svgd.py``)."""
+    import inspect
+    import pydoc
+    import types
+
+    import steinax
+
+    packages = [steinax] + [getattr(steinax, p) for p in ("stein", "diagnostics", "particles", "kernels", "targets")]
+    cited = {}
+    for pkg in packages:
+        for name in pkg.__all__:
+            obj = getattr(pkg, name)
+            if "module docstring" in (inspect.getdoc(obj) or "") and getattr(obj, "__module__", None):
+                cited[f"{pkg.__name__}.{name}"] = obj.__module__
+    assert "steinax.mk_svgd" in cited and len(cited) > 10
+    shadowed = {k: m for k, m in cited.items() if not isinstance(pydoc.locate(m), types.ModuleType)}
+    assert not shadowed, shadowed

@@ -16,7 +16,7 @@ import pytest
 import steinax
 from steinax.kernels import RBF, Preconditioner
 from steinax.kernels.bandwidth import median_bandwidth
-from steinax.particles.matrix_svgd import svn_direction
+from steinax.particles.matrix_valued import svn_direction
 from steinax.stein import kcc_sd
 from conftest import tolerance
 from reference import naive_ksd, naive_svgd_direction, naive_svn_direction

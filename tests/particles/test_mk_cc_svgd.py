@@ -6,7 +6,7 @@ import pytest
 
 import steinax
 from steinax.kernels import IMQ, RBF
-from steinax.particles.mk_svgd import MKState
+from steinax.particles.multiple_kernel import MKState
 from steinax.stein import kernel_ksds, mksd
 from reference import naive_ksd, naive_svgd_direction
 from conftest import tolerance

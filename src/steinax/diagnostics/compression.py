@@ -55,8 +55,8 @@ def _goodpoints():
         from goodpoints.jax.kernel import precond_stein
     except ImportError as exc:  # goodpoints itself, or its undeclared dependency qpsolvers
         raise ImportError("stein_kernel_thinning needs the authors' package goodpoints (>= 0.6.3, its JAX "
-                          "subpackage) and qpsolvers: pip install 'steinax[compress]' (goodpoints builds Cython "
-                          f"extensions: a C compiler is needed); import failed with: {exc}") from exc
+                          "subpackage) and qpsolvers: pip install goodpoints qpsolvers (the steinax `compress` extra; "
+                          f"goodpoints builds Cython extensions: a C compiler is needed); import failed with: {exc}") from exc
     return dtc, compress, lr_debias, rounding, precond_stein
 
 

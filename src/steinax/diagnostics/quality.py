@@ -45,7 +45,7 @@ from steinax.diagnostics.relaxation import RelaxationCheck, relaxation_check
 from steinax.diagnostics.spread import SpreadCheck, spread_check
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel
 from steinax.stein.gof import BOOTSTRAPS, DISCREPANCIES, GofResult, gof_test
-from steinax.stein.kcc_sd import kcc_sd
+from steinax.stein.complete_conditional import kcc_sd
 from steinax.stein.ksd import ksd
 from steinax.stein.ksdagg import AggregatedTest
 from steinax.targets.base import as_target, evaluate_checked
@@ -335,7 +335,7 @@ def load_samples(path: str, var_names=None):
 
         return xr.open_datatree(path, engine="h5netcdf").load()  # ArviZ's DataTree files
     except ImportError as exc:
-        raise ValueError(f"reading {path!r} needs the `arviz` extra (pip install 'steinax[arviz]'): {exc}") from exc
+        raise ValueError(f"reading {path!r} needs the `arviz` extra (pip install arviz-base h5netcdf): {exc}") from exc
     except ValueError as exc:
         raise ValueError(f"could not use samples file {path!r}: {exc}") from exc
     except (OSError, EOFError, KeyError) as exc:

@@ -2,9 +2,9 @@
 
 from steinax.particles.annealed import Annealed, annealed_svgd, annealing_schedule
 from steinax.particles.sliced import SlicedSVGD, sliced_svgd
-from steinax.particles.cc_svgd import CCSVGD, cc_svgd, cc_svgd_direction
-from steinax.particles.matrix_svgd import SVN, MatrixSVGD, matrix_svgd, matrix_svgd_direction, svn, svn_direction
-from steinax.particles.mk_svgd import MKSVGD, MKState, mk_svgd, rbf_bandwidth_grid
+from steinax.particles.complete_conditional import CCSVGD, cc_svgd, cc_svgd_direction
+from steinax.particles.matrix_valued import SVN, MatrixSVGD, matrix_svgd, matrix_svgd_direction, svn, svn_direction
+from steinax.particles.multiple_kernel import MKSVGD, MKState, mk_svgd, rbf_bandwidth_grid
 from steinax.particles.base import AbstractParticleMethod, ParticleState, StepInfo
 from steinax.particles.baselines import MAPAscent, map_ascent
 from steinax.particles.optim import ScaleByAdagradMomentumState, adagrad_momentum, scale_by_adagrad_momentum

@@ -106,7 +106,8 @@ class RunResult(eqx.Module):
         try:
             from arviz_base import from_dict
         except ImportError as exc:  # pragma: no cover
-            raise ImportError("to_datatree needs arviz-base: pip install 'steinax[arviz]'") from exc
+            raise ImportError("to_datatree needs arviz-base: pip install arviz-base h5netcdf "
+                              "(the steinax `arviz` extra)") from exc
         samples = self.samples if isinstance(self.samples, dict) else {var_name: self.samples}
         return from_dict({"posterior": {k: np.asarray(v)[None] for k, v in samples.items()}},
                          attrs={"posterior": {"steinax_particles": 1}})

@@ -12,7 +12,7 @@ the matrix-valued kernel
 where ``y = Lambda^{1/2} U^T x`` are whitened coordinates and ``phi_y`` is, coordinate
 by coordinate, the one-dimensional SVGD direction of ``y_k`` with the score
 ``Lambda^{-1/2} U^T s`` (steinax computes it with CC-SVGD's engine,
-:func:`steinax.particles.cc_svgd.cc_svgd_direction`; the per-coordinate median bandwidth).
+:func:`steinax.cc_svgd_direction`; the per-coordinate median bandwidth).
 Each direction keeps its own repulsion however large ``d`` is, which is what the
 RBF kernel on all of ``R^d`` loses (Ba et al. 2022: SVGD's variance collapses at fixed
 ``n`` as ``d`` grows). This is sliced SVGD (Gong et al. 2021) with fixed slices rather
@@ -39,7 +39,7 @@ import jax.numpy as jnp
 
 from steinax.kernels.base import RBF, AbstractKernel, as_kernel
 from steinax.particles.base import AbstractParticleMethod
-from steinax.particles.cc_svgd import _cc_svgd
+from steinax.particles.complete_conditional import _cc_svgd
 
 __all__ = ["SlicedSVGD", "sliced_svgd"]
 

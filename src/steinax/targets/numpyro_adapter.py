@@ -96,7 +96,7 @@ def from_numpyro(model, *model_args, rng_key: jax.Array | None = None, **model_k
     try:
         from numpyro.infer.util import initialize_model, unconstrain_fn
     except ImportError as exc:  # pragma: no cover - exercised without the extra
-        raise ImportError("from_numpyro needs NumPyro: pip install 'steinax[numpyro]'") from exc
+        raise ImportError("from_numpyro needs NumPyro: pip install numpyro (the steinax `numpyro` extra)") from exc
     if not callable(model):
         raise TypeError(f"`model` must be a NumPyro model function; received {type(model).__name__}")
     rng_key = jax.random.key(0) if rng_key is None else rng_key

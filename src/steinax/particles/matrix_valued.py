@@ -60,7 +60,7 @@ from steinax.kernels.matrix import (
 )
 from steinax.kernels.pairwise import map_row_blocks, squared_distances
 from steinax.particles.base import AbstractParticleMethod
-from steinax.particles.cc_svgd import _cc_svgd
+from steinax.particles.complete_conditional import _cc_svgd
 from steinax.particles.svgd import _direction_rows, _svgd, kernel_info, stein_direction_rows
 from steinax.targets.base import CURVATURES
 
