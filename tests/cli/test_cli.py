@@ -14,7 +14,11 @@ def test_demo_writes_figure_and_table(tmp_path, capsys):
     text = capsys.readouterr().out
     for name in ("gaussian", "star", "double_banana", "sine"):
         assert name in text
-    assert "final KSD" in text and "MMD^2" in text
+    assert "final KSD" in text and "MMD^2" in text and "x exact" in text
+    # the comparable number: MMD^2 over that of n exact draws, positive and finite on every row
+    ratios = [float(line.split()[-1]) for line in text.splitlines() if line.split()[:1] and line.split()[0] in
+              ("gaussian", "star", "double_banana", "sine")]
+    assert len(ratios) == 24 and all(0 < r < float("inf") for r in ratios)
     for name in ("svgd", "mk_svgd", "cc_svgd", "matrix_avg", "matrix_mix", "svn"):
         assert f" {name} " in text
     assert out.stat().st_size > 10_000
