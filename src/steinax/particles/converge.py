@@ -139,7 +139,7 @@ def run_until_converged(method, target, particles, *, rng_key, optimizer=None, m
                       "not a settled approximation. Raise max_steps, lower the learning rate, or check with "
                       "steinax.diagnostics.sample_quality(..., spread=True)", ConvergenceWarning, stacklevel=3)
     return RunResult(particles=result.particles, samples=result.samples, trace=trace, state=result.state, wall_time=wall,
-                     converged=converged, convergence=info)
+                     converged=converged, convergence=info, labels=result.labels)
 
 
 def warn_if_unsettled(trace) -> None:

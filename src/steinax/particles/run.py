@@ -86,6 +86,7 @@ class RunResult(eqx.Module):
         wall_time: seconds for the whole call, compilation included when it happened.
         converged: for ``steps=None`` runs, whether the stopping rule held; ``None`` for fixed-length runs.
         convergence: for ``steps=None`` runs, ``{"steps", "delta", "learning_rate"}`` at the end.
+        labels: the model's ``{"coords", "dims"}`` for :meth:`to_datatree` (PyMC models), else ``None``.
     """
 
     particles: jax.Array
@@ -95,13 +96,15 @@ class RunResult(eqx.Module):
     wall_time: float = eqx.field(static=True)
     converged: bool | None = eqx.field(static=True, default=None)
     convergence: dict | None = eqx.field(static=True, default=None)
+    labels: dict | None = eqx.field(static=True, default=None)
 
     def to_datatree(self, var_name: str = "x"):
         """The samples as an ArviZ ``DataTree`` (one chain, particles as draws); needs ``arviz-base``.
 
         The posterior group carries the attribute ``steinax_particles = 1``: the draws are
         exchangeable particles, not a Markov chain, so :func:`steinax.diagnostics.sample_quality`
-        tests them with the i.i.d. bootstrap.
+        tests them with the i.i.d. bootstrap. A PyMC model's draws carry its ``dims`` and ``coords``
+        (the names ``pm.sample`` gives).
         """
         try:
             from arviz_base import from_dict
@@ -109,8 +112,10 @@ class RunResult(eqx.Module):
             raise ImportError("to_datatree needs arviz-base: pip install arviz-base h5netcdf "
                               "(the steinax `arviz` extra)") from exc
         samples = self.samples if isinstance(self.samples, dict) else {var_name: self.samples}
+        labels = self.labels or {}
         return from_dict({"posterior": {k: np.asarray(v)[None] for k, v in samples.items()}},
-                         attrs={"posterior": {"steinax_particles": 1}})
+                         attrs={"posterior": {"steinax_particles": 1}}, coords=labels.get("coords"),
+                         dims=labels.get("dims"))
 
 
 class NonFiniteError(FloatingPointError):
@@ -523,6 +528,7 @@ def run(
         trace=trace,
         state=state,
         wall_time=time.perf_counter() - t0,
+        labels=getattr(target, "labels", None),
     )
     if failed >= 0:
         raise NonFiniteError(

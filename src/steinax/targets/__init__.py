@@ -1,6 +1,7 @@
-"""Targets: log-densities, minibatch models, toy distributions and the NumPyro adapter."""
+"""Targets: log-densities, minibatch models, toy distributions, and NumPyro, PyMC and TFP models."""
 
 from steinax.targets.base import AbstractTarget, LogDensityTarget, MinibatchTarget, ScoreTarget, as_target
+from steinax.targets.model import ModelTarget
 from steinax.targets.toys import DoubleBanana, Gaussian, GaussianMixture, Sine, gmm_1d, gmm_2d, star
 
 __all__ = [
@@ -16,14 +17,20 @@ __all__ = [
     "star",
     "DoubleBanana",
     "Sine",
+    "ModelTarget",
     "NumPyroTarget",
     "from_numpyro",
+    "from_pymc",
+    "from_tfp",
 ]
 
+_OPTIONAL = {"NumPyroTarget": "numpyro_adapter", "from_numpyro": "numpyro_adapter", "from_pymc": "pymc_adapter",
+             "from_tfp": "tfp_adapter"}
 
-def __getattr__(name):  # numpyro is an optional extra: import it only when asked for
-    if name in ("NumPyroTarget", "from_numpyro"):
-        from steinax.targets import numpyro_adapter
 
-        return getattr(numpyro_adapter, name)
+def __getattr__(name):  # NumPyro, PyMC and TFP are optional extras: their adapters are imported when asked for
+    if name in _OPTIONAL:
+        import importlib
+
+        return getattr(importlib.import_module(f"steinax.targets.{_OPTIONAL[name]}"), name)
     raise AttributeError(name)

@@ -3,8 +3,9 @@
 Inference runs in NumPyro's **unconstrained** space: the model's latent sites
 are transformed to ``R^{d_i}`` with NumPyro's bijections (the log-Jacobians are
 part of the potential), then flattened into one vector of length
-``d = sum_i d_i`` with :func:`jax.flatten_util.ravel_pytree`. Particles live in
-that space; :meth:`NumPyroTarget.postprocess` maps them back to a dict of
+``d = sum_i d_i`` in sorted site order (:func:`steinax.targets.model.flat_site_layout`,
+the layout of every language's adapter). Particles live in that space;
+:meth:`~steinax.targets.model.ModelTarget.postprocess` maps them back to a dict of
 constrained site values (deterministic sites included), which is what
 :func:`steinax.run` returns as ``result.samples``.
 """
@@ -13,67 +14,16 @@ from __future__ import annotations
 
 from typing import Callable
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jax.flatten_util import ravel_pytree
 
-from steinax.targets.base import AbstractTarget
+from steinax.targets.model import ModelTarget, flat_site_layout
 
 __all__ = ["NumPyroTarget", "from_numpyro", "flat_model"]
 
 
-class NumPyroTarget(AbstractTarget):
-    """A NumPyro model's posterior on its flattened unconstrained space."""
-
-    potential_fn: Callable = eqx.field(static=True)
-    postprocess_fn: Callable = eqx.field(static=True)
-    unravel_fn: Callable = eqx.field(static=True)
-    init_position: jax.Array
-    site_names: tuple = eqx.field(static=True)
-    unconstrain_fn: Callable | None = eqx.field(static=True, default=None)
-
-    @property
-    def dim(self) -> int:
-        return self.init_position.shape[0]
-
-    def logdensity(self, x):
-        return -self.potential_fn(self.unravel_fn(x))
-
-    def evaluate(self, rng_key, particles):
-        del rng_key
-        return jax.vmap(jax.value_and_grad(self.logdensity))(particles)
-
-    def init_particles(self, rng_key: jax.Array, n: int, radius: float = 2.0) -> jax.Array:
-        """``[n, d]`` particles uniform on ``(-radius, radius)`` in unconstrained space (NumPyro's ``init_to_uniform``)."""
-        return jax.random.uniform(
-            rng_key, (n, self.dim), self.init_position.dtype, minval=-radius, maxval=radius
-        )
-
-    def unconstrain(self, samples: dict) -> jax.Array:
-        """``[n, d]`` unconstrained flat points from a dict ``site -> [n, ...]`` of constrained draws.
-
-        The inverse of :meth:`postprocess` on the latent sites (NumPyro's bijections),
-        e.g. to measure MCMC draws in the space where the scores are taken.
-        """
-        missing = [name for name in self.site_names if name not in samples]
-        if missing:
-            raise ValueError(f"the samples lack the model's latent sites {missing}; received sites {sorted(samples)}")
-        params = {name: jnp.asarray(samples[name]) for name in self.site_names}
-        shapes = {k: jnp.shape(v) for k, v in self.postprocess_fn(self.unravel_fn(self.init_position)).items()}
-        n = params[self.site_names[0]].shape[0] if params[self.site_names[0]].ndim else None
-        for name, value in params.items():
-            want = shapes[name]
-            if value.ndim == 0 or tuple(value.shape[1:]) != tuple(want) or value.shape[0] != n:
-                raise ValueError(
-                    f"site {name!r} must have shape [n, {', '.join(map(str, want))}]"
-                    f"{'' if n is None else f' with n = {n}'}; received {tuple(value.shape)}"
-                )
-        return jax.vmap(lambda p: ravel_pytree(self.unconstrain_fn(p))[0])(params)
-
-    def postprocess(self, particles):
-        """Dict ``site -> [n, ...]`` of constrained values (deterministic sites included)."""
-        return jax.vmap(lambda z: self.postprocess_fn(self.unravel_fn(z)))(particles)
+class NumPyroTarget(ModelTarget):
+    """A NumPyro model's posterior on its flattened unconstrained space (a :class:`~steinax.targets.model.ModelTarget`)."""
 
 
 def from_numpyro(model, *model_args, rng_key: jax.Array | None = None, **model_kwargs) -> NumPyroTarget:
@@ -104,15 +54,17 @@ def from_numpyro(model, *model_args, rng_key: jax.Array | None = None, **model_k
     z0 = info.param_info.z
     if not z0:
         raise ValueError("the NumPyro model has no latent sample sites to infer")
-    flat, unravel = ravel_pytree(z0)
-    flat = jnp.asarray(flat, dtype=jnp.result_type(float))
+    names = tuple(sorted(z0))
+    flat, unravel = flat_site_layout(z0, names)
+    potential = info.potential_fn
     return NumPyroTarget(
-        potential_fn=info.potential_fn,
-        postprocess_fn=info.postprocess_fn,
+        logdensity_fn=lambda u: -potential(u),
+        constrain_fn=info.postprocess_fn,
         unravel_fn=unravel,
-        init_position=flat,
-        site_names=tuple(sorted(z0)),
+        init_position=jnp.asarray(flat, dtype=jnp.result_type(float)),
+        site_names=names,
         unconstrain_fn=lambda params: unconstrain_fn(model, model_args, model_kwargs, params),
+        language="numpyro",
     )
 
 
