@@ -132,6 +132,18 @@ def test_vector_logdensity_given_to_run_is_named():
         sample_quality(np.ones((5, 2)), lambda x: -0.5 * x * x)
 
 
+@pytest.mark.parametrize("logdensity, what", [
+    (lambda x: -0.5 * float(np.sum(np.asarray(x) ** 2)), "TracerArrayConversionError"),
+    (lambda x: -0.5 * jnp.sum(x**2) if x[0] > 0 else -jnp.sum(jnp.abs(x)), "TracerBoolConversionError"),
+])
+def test_untraceable_logdensity_is_named(logdensity, what):
+    """A log-density written with NumPy or a Python branch on the input: the error says it is not JAX-traceable
+    and what to write instead (was: JAX's tracer error from deep inside the compiled loop)."""
+    with pytest.raises(ValueError, match=rf"{what}: .* the log-density is not JAX-traceable: .* jnp.where or jax.lax.cond"):
+        steinax.run(steinax.svgd(), logdensity, jnp.ones((5, 2)), steps=2, optimizer=steinax.adagrad_momentum(0.1),
+                    rng_key=jax.random.key(0))
+
+
 def test_float64_input_without_x64_warns():
     """Was: float64 particles ran in float32 without a word."""
     x64 = np.random.default_rng(2).normal(size=(10, 2))

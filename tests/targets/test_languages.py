@@ -145,3 +145,19 @@ def test_tfp_part_without_a_bijector_is_named():
         from_tfp(tfd.Normal(0.0, 1.0))
     with pytest.raises(TypeError, match="must be a pymc.Model"):
         from_pymc(numpyro_model)
+
+
+def test_pymc_operation_without_jax_is_named():
+    """A model with an operation PyMC cannot compile to JAX (a Python ``as_op``): the error says so."""
+    import pytensor.tensor as pt
+    from pytensor.compile.ops import as_op
+
+    @as_op(itypes=[pt.dscalar], otypes=[pt.dscalar])
+    def python_only(x):
+        return np.asarray(-0.5 * x * x)
+
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Potential("extra", python_only(mu))
+    with pytest.raises(NotImplementedError, match="PyMC cannot compile the model's log-density to JAX"):
+        from_pymc(model)

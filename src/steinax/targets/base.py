@@ -283,7 +283,7 @@ def check_target(target: AbstractTarget, rng_key: jax.Array, particles: jax.Arra
             out = jax.eval_shape(target.logdensity_fn, jax.ShapeDtypeStruct((d,), particles.dtype))
         except Exception as exc:
             raise ValueError(
-                f"`{name}` could not be evaluated at one point of shape ({d},): {type(exc).__name__}: {_first_line(exc)}"
+                f"`{name}` could not be evaluated at one point of shape ({d},): {_why(exc)}"
             ) from exc
         if not hasattr(out, "shape") or out.shape != ():
             got = getattr(out, "shape", type(out).__name__)
@@ -294,7 +294,7 @@ def check_target(target: AbstractTarget, rng_key: jax.Array, particles: jax.Arra
         logd, scores = jax.eval_shape(target.evaluate, rng_key, particles)
     except Exception as exc:
         raise ValueError(
-            f"`{name}` could not be evaluated at particles of shape {(n, d)}: {type(exc).__name__}: {_first_line(exc)}"
+            f"`{name}` could not be evaluated at particles of shape {(n, d)}: {_why(exc)}"
         ) from exc
     if scores.shape != (n, d):
         raise ValueError(f"`{name}` returned scores of shape {scores.shape} for particles of shape {(n, d)}; expected {(n, d)}")
@@ -347,6 +347,20 @@ def evaluate_checked(target: AbstractTarget, rng_key: jax.Array, particles: jax.
     """``target.evaluate(rng_key, particles)`` after :func:`check_target`."""
     check_target(target, rng_key, particles, name)
     return evaluate(target, rng_key, particles)
+
+
+_UNTRACEABLE = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
+                 jax.errors.TracerBoolConversionError, jax.errors.TracerIntegerConversionError)
+
+
+def _why(exc: Exception) -> str:
+    """The error's type and first line, and for JAX's tracer errors what is unsupported and what to write instead."""
+    text = f"{type(exc).__name__}: {_first_line(exc)}"
+    if isinstance(exc, _UNTRACEABLE):
+        text += (" -- the log-density is not JAX-traceable: it turns a traced value into a NumPy array or a Python "
+                 "number (np.* on the input, float(), .item()) or branches on one (`if x > 0`). steinax differentiates "
+                 "and compiles it with JAX: write it with jax.numpy, and jnp.where or jax.lax.cond for branches")
+    return text
 
 
 def _first_line(exc: Exception) -> str:
