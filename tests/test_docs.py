@@ -179,3 +179,37 @@ def test_module_docstrings_that_docstrings_cite_are_reachable():
     assert "steinax.mk_svgd" in cited and len(cited) > 10
     shadowed = {k: m for k, m in cited.items() if not isinstance(pydoc.locate(m), types.ModuleType)}
     assert not shadowed, shadowed
+
+
+def _check_api():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("check_api", os.path.join(ROOT, "docs", "check_api.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_public_name_has_an_api_entry():
+    """docs/check_api.py: every name in the public packages' ``__all__`` has a ``:::`` entry in the docs."""
+    check = _check_api()
+    names = check.public_names()
+    assert len(names) > 200 and "steinax.run" in names and "steinax.targets.from_pymc" in names
+    assert check.undocumented(names, check.docs_text()) == []
+
+
+def test_api_check_fails_on_an_undocumented_public_name(monkeypatch):
+    """Adding a public name without an entry makes the check fail, naming it."""
+    import steinax
+
+    check = _check_api()
+
+    def shiny_new_tool(x):
+        """A public function nobody documented."""
+        return x
+
+    shiny_new_tool.__module__ = "steinax"
+    monkeypatch.setattr(steinax, "shiny_new_tool", shiny_new_tool, raising=False)
+    monkeypatch.setattr(steinax, "__all__", [*steinax.__all__, "shiny_new_tool"])
+    assert check.undocumented(check.public_names(), check.docs_text()) == ["steinax.shiny_new_tool"]
+    assert check.main() == 1
