@@ -26,6 +26,7 @@ from steinax.particles import (
     mk_svgd,
     run,
     run_until_converged,
+    sampling_algorithm,
     sliced_svgd,
     scale_by_adagrad_momentum,
     svgd,
@@ -39,6 +40,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ConvergenceWarning",
     "run_until_converged",
+    "sampling_algorithm",
     "datasets",
     "sharding",
     "diagnostics",

@@ -298,3 +298,26 @@ def test_ctrl_c_stops_the_compiled_loop_soon_and_keeps_the_particles():
     assert out.returncode == 0, out.stderr[-2000:]
     _, seconds, step = out.stdout.split()
     assert float(seconds) < 6 + 2 + 4, out.stdout
+
+
+def test_sampling_algorithm_loop_equals_run():
+    """The BlackJAX-style pair in a user's own loop, with run's key schedule, gives run's particles (float32: the
+    same operations in the same order, so equal to a few ulps)."""
+    import optax
+
+    target = lambda x: -0.5 * jnp.sum((x - 1.0) ** 2)  # noqa: E731
+    x0 = jax.random.normal(jax.random.key(0), (30, 3))
+    key = jax.random.key(7)
+    ref = steinax.run(steinax.svgd(), target, x0, steps=25, optimizer=optax.adam(0.05), rng_key=key)
+    algo = steinax.sampling_algorithm(steinax.svgd(), target, optax.adam(0.05))
+    state = algo.init(x0)
+    key_steps = jax.random.split(key)[0]
+    step = jax.jit(algo.step)
+    for t in range(25):
+        state, info = step(jax.random.fold_in(key_steps, t), state)
+    assert bool(info.finite) and int(state.step) == 25
+    np.testing.assert_allclose(np.asarray(state.particles), np.asarray(ref.particles), rtol=0, atol=1e-5)
+    with pytest.raises(TypeError, match="`optimizer` must be an optax"):
+        steinax.sampling_algorithm(steinax.svgd(), target, 0.1)
+    with pytest.raises(TypeError, match="`method` must be a steinax particle method"):
+        steinax.sampling_algorithm("svgd", target, optax.adam(0.1))

@@ -6,6 +6,7 @@ from steinax.particles.complete_conditional import CCSVGD, cc_svgd, cc_svgd_dire
 from steinax.particles.matrix_valued import SVN, MatrixSVGD, matrix_svgd, matrix_svgd_direction, svn, svn_direction
 from steinax.particles.multiple_kernel import MKSVGD, MKState, mk_svgd, rbf_bandwidth_grid
 from steinax.particles.base import AbstractParticleMethod, ParticleState, StepInfo
+from steinax.particles.algorithm import SamplingAlgorithm, sampling_algorithm
 from steinax.particles.baselines import MAPAscent, map_ascent
 from steinax.particles.optim import ScaleByAdagradMomentumState, adagrad_momentum, scale_by_adagrad_momentum
 from steinax.particles.converge import ConvergenceWarning, run_until_converged
@@ -13,6 +14,8 @@ from steinax.particles.run import DivergenceWarning, NonFiniteError, RunInterrup
 from steinax.particles.svgd import SVGD, svgd, svgd_direction
 
 __all__ = [
+    "SamplingAlgorithm",
+    "sampling_algorithm",
     "ConvergenceWarning",
     "run_until_converged",
     "AbstractParticleMethod",
