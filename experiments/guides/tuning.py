@@ -1,0 +1,201 @@
+"""The tuning guide's measurements: bandwidth, particle count, optimizer and step size, when to stop.
+
+Each setting runs on posteriors of the suite with known moments (``steinax.posteriors``), from
+``N(0, I)`` in the unconstrained space, and is scored against the reference
+(:func:`steinax.metrics.posterior.posterior_errors`: worst |mean error| in posterior sds and median
+sd ratio, 1 is right). Four panels, one per question of ``docs/guides/tuning.md``:
+
+1. **kernel bandwidth**: SVGD with the median rule against fixed RBF bandwidths ``h`` (the kernel
+   ``exp(-||x - y||^2 / h)``), on the banana (d = 2) and German credit logistic regression (d = 25);
+2. **particle count**: SVGD and sliced SVGD (as the suite runs them, 3000 steps) with n = 10 ... 300
+   on German credit (d = 25);
+3. **optimizer and step size**: AdaGrad-momentum and Adam at three learning rates, 3000 steps on the
+   banana: final squared KSD over the run's own minimum (>= 5 is flagged by ``run``) and mean error;
+4. **when to stop**: one SVGD run on German credit recorded every 100 steps: mean error, sd ratio and
+   the trace's KSD against the step, with the step at which ``steps=None`` stops.
+
+    python experiments/guides/tuning.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+
+import jax
+import numpy as np
+import optax
+
+import steinax
+from steinax.metrics.posterior import posterior_errors
+from steinax.posteriors import get
+from steinax.posteriors.suite import particle_method
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
+
+
+def score(post, particles) -> dict:
+    e = posterior_errors(particles, post.reference())
+    return {"mean_error_max": e["mean_error_max"], "sd_ratio_median": e["sd_ratio_median"]}
+
+
+def run_once(post, method, n, seed, steps, optimizer=None, trace_every=None):
+    x0 = post.init(jax.random.key(seed), n)
+    kwargs = {} if optimizer is None else {"optimizer": optimizer}
+    if trace_every is not None:
+        kwargs["trace_every"] = trace_every
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the not-settled warnings are measured here, not acted on
+        res = steinax.run(method, post.target, x0, steps=steps, rng_key=jax.random.key(100 + seed), **kwargs)
+    return res, time.perf_counter() - t0
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="one seed, fewer settings, 100-step runs (a smoke run)")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--out", default="docs/experiments/guides")
+    a = p.parse_args(argv)
+    seeds = 1 if a.quick else a.seeds
+    hs = [10.0] if a.quick else [0.01, 0.1, 1.0, 10.0, 100.0]
+    counts = [10] if a.quick else [10, 30, 100, 300]
+    lrs = [0.05] if a.quick else [0.01, 0.05, 0.2]
+    steps_fixed = 100 if a.quick else 3000
+    settle = steps_fixed if a.quick else None  # steps=None: until settled (quick: a fixed short run)
+    banner("Tuning guide: bandwidth, particle count, optimizer and step size, when to stop", {
+        "posteriors": "banana (d = 2), german_logistic (d = 25); references from long NUTS runs",
+        "initial particles": "N(0, I) in the unconstrained space, 100 particles unless varied",
+        "runs": "steps=None (run until settled) unless stated; seeds " + str(seeds),
+        "scores": "worst |mean error| / reference sd; median sd ratio (1 is right)",
+        "jax": f"{jax.__version__}, {jax.default_backend()}"})
+    posts = {name: get(name) for name in ("banana", "german_logistic")}
+    rows = []
+
+    # 1. bandwidth
+    for name, post in posts.items():
+        for h in ["median"] + hs:
+            kernel = steinax.RBF("liu") if h == "median" else steinax.RBF(float(h))
+            for seed in range(seeds):
+                res, secs = run_once(post, steinax.svgd(kernel=kernel), 100, seed, settle)
+                rows.append({"question": "bandwidth", "posterior": name, "setting": f"h={h}", "seed": seed,
+                             "steps": int(res.trace.step[-1]), "seconds": secs, **score(post, res.particles)})
+                print(f"   bandwidth {name:>15} h={h!s:>6} seed {seed}: {rows[-1]['mean_error_max']:.2f} sd, "
+                      f"sd ratio {rows[-1]['sd_ratio_median']:.2f} ({rows[-1]['steps']} steps)", flush=True)
+
+    # 2. particle count, each method as the suite runs it (SVGD: AdaGrad-momentum 0.05; sliced SVGD: SGD 0.1
+    # clipped to 1), the suite's 3000 steps
+    post = posts["german_logistic"]
+    for mname in ("svgd", "sliced_svgd"):
+        for n in counts:
+            for seed in range(seeds):
+                method, opt = particle_method(mname, steps_fixed)
+                res, secs = run_once(post, method, n, seed, steps_fixed, optimizer=opt)
+                rows.append({"question": "particles", "posterior": "german_logistic", "setting": f"{mname},n={n}",
+                             "seed": seed, "steps": int(res.trace.step[-1]), "seconds": secs,
+                             **score(post, res.particles)})
+                print(f"   particles {mname:>11} n={n:>4} seed {seed}: {rows[-1]['mean_error_max']:.2f} sd, "
+                      f"sd ratio {rows[-1]['sd_ratio_median']:.2f}", flush=True)
+
+    # 3. optimizer and step size (fixed length: what a user who sets them gets)
+    post = posts["banana"]
+    for oname, make in (("adagrad_momentum", steinax.adagrad_momentum), ("adam", optax.adam)):
+        for lr in lrs:
+            for seed in range(seeds):
+                res, secs = run_once(post, steinax.svgd(), 100, seed, steps_fixed, optimizer=make(lr))
+                ksd = np.asarray(res.trace.ksd)
+                rows.append({"question": "optimizer", "posterior": "banana", "setting": f"{oname},lr={lr}",
+                             "seed": seed, "steps": steps_fixed, "seconds": secs,
+                             "ksd_final_over_min": float(ksd[-1] / ksd.min()), **score(post, res.particles)})
+                print(f"   optimizer {oname:>16} lr={lr:<5} seed {seed}: final/min KSD "
+                      f"{rows[-1]['ksd_final_over_min']:.1f}, {rows[-1]['mean_error_max']:.2f} sd", flush=True)
+
+    # 4. when to stop: a long fixed run, scored every 100 steps, beside steps=None's stop
+    post = posts["german_logistic"]
+    total = 400 if a.quick else 4000
+    curve = []
+    state = None
+    x0 = post.init(jax.random.key(0), 100)
+    opt = optax.adam(0.05)
+    method = steinax.svgd()
+    for seg in range(total // 100):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = steinax.run(method, post.target, x0 if state is None else state.particles, steps=100,
+                              optimizer=opt, rng_key=jax.random.key(7 + seg), initial_state=state)
+        state = res.state
+        curve.append({"step": (seg + 1) * 100, "ksd": float(res.trace.ksd[-1]),
+                      "direction_norm": float(res.trace.direction_norm[-1]), **score(post, res.particles)})
+    stop, _ = run_once(post, method, 100, 0, settle)
+    stop_step = int(stop.trace.step[-1])
+    print(f"   when to stop: steps=None settled at step {stop_step}; mean error there "
+          f"{score(post, stop.particles)['mean_error_max']:.2f} sd; after {total} fixed steps "
+          f"{curve[-1]['mean_error_max']:.2f} sd", flush=True)
+
+    os.makedirs(a.out, exist_ok=True)
+    for r in rows:
+        r.setdefault("ksd_final_over_min", float("nan"))
+    write_csv_atomically(os.path.join(a.out, "tuning.csv"), rows)
+    write_csv_atomically(os.path.join(a.out, "tuning_stop.csv"), curve)
+
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 4, figsize=(17, 3.6))
+
+    def agg(question, key, setting):
+        v = [r[key] for r in rows if r["question"] == question and r["setting"] == setting]
+        return float(np.mean(v)), (float(np.std(v)) if len(v) > 1 else 0.0)
+
+    ax = axes[0]
+    for name in posts:
+        xs = [float(h) for h in hs]
+        m = [np.mean([r["sd_ratio_median"] for r in rows if r["question"] == "bandwidth" and r["posterior"] == name
+                      and r["setting"] == f"h={h}"]) for h in hs]
+        line = ax.semilogx(xs, m, "o-", label=name)[0]
+        med = np.mean([r["sd_ratio_median"] for r in rows if r["question"] == "bandwidth" and r["posterior"] == name
+                       and r["setting"] == "h=median"])
+        ax.axhline(med, color=line.get_color(), ls="--", lw=0.8)
+    ax.axhline(1.0, color="k", lw=0.5)
+    ax.set_xlabel("fixed bandwidth h (dashed: the median rule)")
+    ax.set_ylabel("median sd ratio (1 is right)")
+    ax.set_title("1. kernel bandwidth (SVGD)")
+    ax.legend(fontsize=7)
+
+    ax = axes[1]
+    for mname in ("svgd", "sliced_svgd"):
+        m = [agg("particles", "sd_ratio_median", f"{mname},n={n}")[0] for n in counts]
+        ax.semilogx(counts, m, "o-", label=mname)
+    ax.axhline(1.0, color="k", lw=0.5)
+    ax.set_xlabel("particles n (German credit, d = 25)")
+    ax.set_ylabel("median sd ratio")
+    ax.set_title("2. particle count")
+    ax.legend(fontsize=7)
+
+    ax = axes[2]
+    for oname in ("adagrad_momentum", "adam"):
+        m = [agg("optimizer", "ksd_final_over_min", f"{oname},lr={lr}")[0] for lr in lrs]
+        ax.loglog(lrs, m, "o-", label=oname)
+    ax.axhline(5.0, color="C3", ls="--", lw=0.8, label="run() warns at 5")
+    ax.set_xlabel(f"learning rate ({steps_fixed} steps, banana)")
+    ax.set_ylabel("final KSD / the run's minimum")
+    ax.set_title("3. optimizer and step size")
+    ax.legend(fontsize=7)
+
+    ax = axes[3]
+    steps_axis = [c["step"] for c in curve]
+    ax.semilogy(steps_axis, [c["mean_error_max"] for c in curve], label="worst mean error (sds)")
+    ax.semilogy(steps_axis, [abs(1 - c["sd_ratio_median"]) for c in curve], label="|1 - median sd ratio|")
+    ax.axvline(stop_step, color="k", ls="--", lw=0.8, label="steps=None stops")
+    ax.set_xlabel("step (German credit, Adam 0.05)")
+    ax.set_title("4. when to stop")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    save_figure(fig, os.path.join(a.out, "tuning.png"))
+    print(f"wrote {a.out}/tuning.csv, tuning_stop.csv and tuning.png")
+
+
+if __name__ == "__main__":
+    main()
