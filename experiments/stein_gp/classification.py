@@ -171,6 +171,11 @@ def main(argv=None):
                     f"{r['seconds']:.0f}s" for r in rows[first:]), flush=True)
                 write_csv_atomically(path, rows)  # after every split: an interrupted run resumes from here
 
+    # the table and figure show every method with rows (a run of some methods keeps the others' results)
+    family = {f: i for i, f in enumerate(("SteinGP", "Sliced", "VI", "NUTS"))}
+    recorded = {r["method"] for r in rows}
+    methods = sorted(recorded, key=lambda m: (family.get(m.rstrip("0123456789"), 9),
+                                              int(m[len(m.rstrip("0123456789")):] or 0)))
     summary = []
     print(f"   {'dataset':<14} {'method':<10} {'splits':>6} {'accuracy':>15} {'ECE':>15} {'test LL':>15} "
           f"{'seconds':>9} {'x NUTS':>7}")
