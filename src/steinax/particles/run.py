@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import dataclasses
 import math
 import os
 import re
@@ -46,6 +47,7 @@ from steinax._validation import check_key, check_particles
 from steinax.checkpoint import CheckpointMismatchError, fingerprint_tree, load_checkpoint, save_checkpoint
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel
 from steinax.particles.base import AbstractParticleMethod, ParticleState
+from steinax.particles.converge import SETTLE_WINDOW, particle_moments
 from steinax.particles.optim import refuse_value_optimizers
 from steinax.stein.ksd import ksd
 from steinax.targets.base import as_target, check_target, evaluate
@@ -84,8 +86,12 @@ class RunResult(eqx.Module):
         trace: a :class:`Trace`.
         state: the final :class:`~steinax.particles.ParticleState` (pass as ``initial_state`` to resume).
         wall_time: seconds for the whole call, compilation included when it happened.
-        converged: for ``steps=None`` runs, whether the stopping rule held; ``None`` for fixed-length runs.
-        convergence: for ``steps=None`` runs, ``{"steps", "delta", "learning_rate"}`` at the end.
+        converged: whether the particles settled: for ``steps=None`` runs the stopping rule; for fixed-length
+            runs the same moment rule over the last 500 steps (at most half the run;
+            :func:`steinax.particles.converge.settled_over`); ``None`` for runs of fewer than 100 steps, and
+            where no window was left to judge (a resumed run that was already finished).
+        convergence: ``{"steps", "delta", "learning_rate"}`` (``steps=None``) or
+            ``{"steps", "delta", "window", "tolerance"}`` (fixed length) at the end.
         labels: the model's ``{"coords", "dims"}`` for :meth:`to_datatree` (PyMC models), else ``None``.
     """
 
@@ -198,7 +204,7 @@ def _interrupted(run_id) -> np.ndarray:
 
 @eqx.filter_jit
 def _loop(method, target, optimizer, diag_kernel, state, rng_key, run_id, n_chunks, every, remainder, ksd_block, progress,
-          interruptible):
+          interruptible, snapshot, window_start):
     key_steps, key_diag = jax.random.split(rng_key)
 
     def step_of(state):
@@ -230,20 +236,30 @@ def _loop(method, target, optimizer, diag_kernel, state, rng_key, run_id, n_chun
             jax.debug.callback(_progress_update, run_id, n_done, ordered=True)
         return state.step, k, last.direction_norm, last.method, jnp.max(jnp.abs(state.particles))
 
-    def chunk(carry, _):
+    def chunk(outer, _):
+        carry, snap = outer
         carry, infos = jax.lax.scan(one_step, carry, None, length=every)
-        return carry, record(carry, infos, every)
+        return (carry, _take_snapshot(snap, carry[0], window_start)), record(carry, infos, every)
 
     carry = (state, jnp.asarray(-1, jnp.int32), jnp.asarray(False))
     records = []
     if n_chunks:
-        carry, rec = jax.lax.scan(chunk, carry, None, length=n_chunks)
+        (carry, snapshot), rec = jax.lax.scan(chunk, (carry, snapshot), None, length=n_chunks)
         records.append(rec)
     if remainder:
         carry, infos = jax.lax.scan(one_step, carry, None, length=remainder)
+        snapshot = _take_snapshot(snapshot, carry[0], window_start)
         records.append(jax.tree_util.tree_map(lambda a: a[None], record(carry, infos, remainder)))
     stacked = jax.tree_util.tree_map(lambda *a: jnp.concatenate(a), *records)
-    return carry[0], carry[1], carry[2], stacked
+    return carry[0], carry[1], carry[2], stacked, snapshot
+
+
+def _take_snapshot(snapshot, state, window_start):
+    """The particles' ``(step, mean, sd)`` at the latest record at or before ``window_start`` (the start of the
+    window over which a fixed-length run's settling is judged, :func:`steinax.particles.converge.settled_over`)."""
+    take = state.step <= window_start
+    new = (state.step, *particle_moments(state.particles))
+    return jax.tree_util.tree_map(lambda a, b: jnp.where(take, a, b), new, snapshot)
 
 
 class _SigintToFlag:
@@ -377,10 +393,11 @@ def run(
     Warns:
         DivergenceWarning: the trace's KSD is not finite, or the particles' largest coordinate grew
             more than ``DIVERGENCE_FACTOR`` = 1e6 times its start (finite but exploding particles).
-        ConvergenceWarning: the final trace KSD is 5 or more times the run's own minimum (the
-            optimizer does not settle), or a run with ``steps=None`` ended unconverged.
+        ConvergenceWarning: the particles' means or sds still moved over the run's last 500 steps
+            (``result.converged`` is False), the final trace KSD is 5 or more times the run's own
+            minimum (the optimizer does not settle), or a run with ``steps=None`` ended unconverged.
     """
-    from steinax.particles.converge import default_optimizer, run_until_converged, warn_if_unsettled
+    from steinax.particles.converge import default_optimizer, run_until_converged, settled_over, warn_if_unsettled
 
     if steps is None:
         return run_until_converged(
@@ -495,6 +512,10 @@ def run(
     if bar is not None:
         _BARS[run_id] = bar
     failed, stopped = -1, False
+    # settling is judged over the run's last SETTLE_WINDOW steps (at most half of it), from the particles' moments at
+    # the last trace record before that window (carried through the compiled loop: no host round-trip)
+    window_start = end_step - min(SETTLE_WINDOW, steps // 2)
+    snapshot = (state.step, *particle_moments(state.particles))
     interruptible = getattr(method, "mesh", None) is None  # a host callback would run on every device of a mesh
     try:
         sigint = _SigintToFlag(run_id) if interruptible else contextlib.nullcontext()
@@ -505,9 +526,10 @@ def run(
                 out = _loop(
                     method, target, optimizer, diag_kernel, state, rng_key, jnp.asarray(run_id),
                     n_chunks, trace_every, remainder, ksd_layout, bar is not None, interruptible,
+                    snapshot, jnp.asarray(window_start, state.step.dtype),
                 )
                 jax.block_until_ready(out)
-                state, failed, stopped, rec = out
+                state, failed, stopped, rec, snapshot = out
                 failed, stopped = int(failed), bool(stopped) or run_id in _INTERRUPTED
                 trace = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]), trace, Trace(*rec))
                 if checkpoint is not None and failed < 0 and not stopped:
@@ -543,6 +565,9 @@ def run(
             f"there (resume with initial_state=err.result.state)", int(state.step), result)
     _warn_if_diverging(trace)
     warn_if_unsettled(trace)
+    settled = settled_over(snapshot, state, end_step)
+    if settled is not None:
+        result = dataclasses.replace(result, converged=settled[0], convergence=settled[1])
     return result
 
 
