@@ -7,6 +7,9 @@ problems of one kind (a 1-D two-component mixture, particles started at -2) and 
 initial particles, against a constant step.
 """
 
+import os
+import tempfile
+
 import jax
 import matplotlib.pyplot as plt
 import numpy as np
@@ -29,8 +32,9 @@ def problem(key):
 
 schedule = unfold.train_chebyshev(problem, unfold.mmd_loss(), T=10, target=target, epochs=5, batch_size=4,
                                   optimizer=optax.adam(1e-3), alpha=0.3, beta=1.0)
-schedule.save("chebyshev_gmm.json")
-reused = unfold.load_schedule("chebyshev_gmm.json")
+path = os.path.join(tempfile.mkdtemp(), "chebyshev_gmm.json")  # a file of yours; a temporary one here
+schedule.save(path)
+reused = unfold.load_schedule(path)
 print("learned steps:", np.round(np.asarray(reused.steps), 3))
 
 x0 = jax.random.normal(jax.random.key(7), (100, 1)) - 2.0
