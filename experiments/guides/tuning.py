@@ -7,12 +7,14 @@ sd ratio, 1 is right). Four panels, one per question of ``docs/guides/tuning.md`
 
 1. **kernel bandwidth**: SVGD with the median rule against fixed RBF bandwidths ``h`` (the kernel
    ``exp(-||x - y||^2 / h)``), on the banana (d = 2) and German credit logistic regression (d = 25);
-2. **particle count**: SVGD and sliced SVGD (as the suite runs them, 3000 steps) with n = 10 ... 300
-   on German credit (d = 25);
+2. **particle count**: SVGD and sliced SVGD (as the suite runs them, 3000 steps), and sliced SVGD until
+   settled with its default optimizer (clipped SGD 0.1) and with Adam, n = 10 ... 300 on German credit
+   (d = 25); besides the sd ratios, the particles' covariance whitened by the posterior's (its
+   extreme sds), beside the same range for n exact draws;
 3. **optimizer and step size**: AdaGrad-momentum and Adam at three learning rates, 3000 steps on the
    banana: final squared KSD over the run's own minimum (>= 5 is flagged by ``run``) and mean error;
-4. **when to stop**: one SVGD run on German credit recorded every 100 steps: mean error, sd ratio and
-   the trace's KSD against the step, with the step at which ``steps=None`` stops.
+4. **when to stop**: SVGD runs on German credit (the median rule, and ``h = 10``) scored every 100
+   steps: mean error and sd ratio against the step, with the step at which ``steps=None`` stops.
 
     python experiments/guides/tuning.py [--quick]
 """
@@ -31,6 +33,7 @@ import optax
 
 import steinax
 from steinax.metrics.posterior import posterior_errors
+from steinax.particles.converge import default_optimizer
 from steinax.posteriors import get
 from steinax.posteriors.suite import particle_method
 
@@ -39,8 +42,33 @@ from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E
 
 
 def score(post, particles) -> dict:
-    e = posterior_errors(particles, post.reference())
-    return {"mean_error_max": e["mean_error_max"], "sd_ratio_median": e["sd_ratio_median"]}
+    """Worst mean error and median sd ratio, the sd ratios' range, and the particles' covariance whitened by the
+    reference draws' (the square roots of its extreme eigenvalues: 1 for a perfect cloud; exact draws of the same
+    size spread about 1 too, see ``exact_draws_range``)."""
+    ref = post.reference()
+    e = posterior_errors(particles, ref)
+    x = np.asarray(particles, np.float64)
+    sr = x.std(0) / np.asarray(ref.sd)
+    lo, hi = whitened_cov_range(x, ref)
+    return {"mean_error_max": e["mean_error_max"], "sd_ratio_median": e["sd_ratio_median"],
+            "sd_ratio_min": float(sr.min()), "sd_ratio_max": float(sr.max()), "whitened_sd_min": lo,
+            "whitened_sd_max": hi}
+
+
+def whitened_cov_range(x, ref) -> tuple[float, float]:
+    draws = np.asarray(ref.draws, np.float64)
+    inv_chol = np.linalg.inv(np.linalg.cholesky(np.cov(draws.T)))
+    ev = np.linalg.eigvalsh(inv_chol @ np.cov(x.T) @ inv_chol.T)
+    return float(np.sqrt(max(ev.min(), 0.0))), float(np.sqrt(ev.max()))
+
+
+def exact_draws_range(post, n, reps=20) -> tuple[float, float]:
+    """The whitened range of ``n`` reference draws (what a perfect sampler's ``n`` points give), mean of ``reps``."""
+    ref = post.reference()
+    draws = np.asarray(ref.draws, np.float64)
+    rng = np.random.default_rng(0)
+    r = [whitened_cov_range(draws[rng.choice(len(draws), n, replace=False)], ref) for _ in range(reps)]
+    return tuple(float(v) for v in np.mean(r, axis=0))
 
 
 def run_once(post, method, n, seed, steps, optimizer=None, trace_every=None):
@@ -87,19 +115,36 @@ def main(argv=None):
                 print(f"   bandwidth {name:>15} h={h!s:>6} seed {seed}: {rows[-1]['mean_error_max']:.2f} sd, "
                       f"sd ratio {rows[-1]['sd_ratio_median']:.2f} ({rows[-1]['steps']} steps)", flush=True)
 
-    # 2. particle count, each method as the suite runs it (SVGD: AdaGrad-momentum 0.05; sliced SVGD: SGD 0.1
-    # clipped to 1), the suite's 3000 steps
+    # 2. particle count: each method as the suite runs it (SVGD: AdaGrad-momentum 0.05; sliced SVGD: SGD 0.1
+    # clipped to 1; the suite's 3000 steps), and sliced SVGD until settled with run's default for it (the same SGD)
+    # and with Adam (the other methods' default)
     post = posts["german_logistic"]
-    for mname in ("svgd", "sliced_svgd"):
+    for n in counts:
+        lo, hi = exact_draws_range(post, n)
+        rows.append({"question": "particles", "posterior": "german_logistic", "setting": f"exact_draws,n={n}",
+                     "seed": 0, "steps": 0, "seconds": 0.0, "converged": "", "mean_error_max": float("nan"),
+                     "sd_ratio_median": float("nan"), "sd_ratio_min": float("nan"), "sd_ratio_max": float("nan"),
+                     "whitened_sd_min": lo, "whitened_sd_max": hi})
+        print(f"   particles {'exact draws':>19} n={n:>4}: whitened sds {lo:.2f}-{hi:.2f}", flush=True)
+    for mname in ("svgd", "sliced_svgd", "sliced_svgd_settled", "sliced_svgd_adam"):
         for n in counts:
             for seed in range(seeds):
-                method, opt = particle_method(mname, steps_fixed)
-                res, secs = run_once(post, method, n, seed, steps_fixed, optimizer=opt)
+                if mname == "sliced_svgd_settled":
+                    res, secs = run_once(post, steinax.sliced_svgd(), n, seed, settle)
+                elif mname == "sliced_svgd_adam":
+                    res, secs = run_once(post, steinax.sliced_svgd(), n, seed, settle,
+                                         optimizer=default_optimizer())
+                else:
+                    method, opt = particle_method(mname, steps_fixed)
+                    res, secs = run_once(post, method, n, seed, steps_fixed, optimizer=opt)
                 rows.append({"question": "particles", "posterior": "german_logistic", "setting": f"{mname},n={n}",
                              "seed": seed, "steps": int(res.trace.step[-1]), "seconds": secs,
-                             **score(post, res.particles)})
-                print(f"   particles {mname:>11} n={n:>4} seed {seed}: {rows[-1]['mean_error_max']:.2f} sd, "
-                      f"sd ratio {rows[-1]['sd_ratio_median']:.2f}", flush=True)
+                             "converged": res.converged, **score(post, res.particles)})
+                r = rows[-1]
+                print(f"   particles {mname:>19} n={n:>4} seed {seed}: {r['mean_error_max']:.2f} sd, sd ratio "
+                      f"{r['sd_ratio_median']:.2f} ({r['sd_ratio_min']:.2f}-{r['sd_ratio_max']:.2f}), whitened sds "
+                      f"{r['whitened_sd_min']:.2f}-{r['whitened_sd_max']:.2f} ({r['steps']} steps, "
+                      f"converged {res.converged})", flush=True)
 
     # 3. optimizer and step size (fixed length: what a user who sets them gets)
     post = posts["banana"]
@@ -114,31 +159,35 @@ def main(argv=None):
                 print(f"   optimizer {oname:>16} lr={lr:<5} seed {seed}: final/min KSD "
                       f"{rows[-1]['ksd_final_over_min']:.1f}, {rows[-1]['mean_error_max']:.2f} sd", flush=True)
 
-    # 4. when to stop: a long fixed run, scored every 100 steps, beside steps=None's stop
+    # 4. when to stop: long fixed runs scored every 100 steps (the median rule, and the bandwidth panel 1 finds
+    # right on this posterior), beside the step at which steps=None stops
     post = posts["german_logistic"]
     total = 400 if a.quick else 4000
-    curve = []
-    state = None
-    x0 = post.init(jax.random.key(0), 100)
-    opt = optax.adam(0.05)
-    method = steinax.svgd()
-    for seg in range(total // 100):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            res = steinax.run(method, post.target, x0 if state is None else state.particles, steps=100,
-                              optimizer=opt, rng_key=jax.random.key(7 + seg), initial_state=state)
-        state = res.state
-        curve.append({"step": (seg + 1) * 100, "ksd": float(res.trace.ksd[-1]),
-                      "direction_norm": float(res.trace.direction_norm[-1]), **score(post, res.particles)})
-    stop, _ = run_once(post, method, 100, 0, settle)
-    stop_step = int(stop.trace.step[-1])
-    print(f"   when to stop: steps=None settled at step {stop_step}; mean error there "
-          f"{score(post, stop.particles)['mean_error_max']:.2f} sd; after {total} fixed steps "
-          f"{curve[-1]['mean_error_max']:.2f} sd", flush=True)
+    curve, stops = [], {}
+    for label, kernel in (("median rule", steinax.RBF("liu")), ("h = 10", steinax.RBF(10.0))):
+        method = steinax.svgd(kernel=kernel)
+        state = None
+        x0 = post.init(jax.random.key(0), 100)
+        opt = optax.adam(0.05)
+        for seg in range(total // 100):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                res = steinax.run(method, post.target, x0 if state is None else state.particles, steps=100,
+                                  optimizer=opt, rng_key=jax.random.key(7 + seg), initial_state=state)
+            state = res.state
+            curve.append({"kernel": label, "step": (seg + 1) * 100, "ksd": float(res.trace.ksd[-1]),
+                          "direction_norm": float(res.trace.direction_norm[-1]), **score(post, res.particles)})
+        stop, _ = run_once(post, method, 100, 0, settle)
+        stops[label] = int(stop.trace.step[-1])
+        at_stop = score(post, stop.particles)
+        print(f"   when to stop ({label}): steps=None settled at step {stops[label]}: {at_stop['mean_error_max']:.2f} sd, "
+              f"sd ratio {at_stop['sd_ratio_median']:.2f}; after {total} fixed steps "
+              f"{curve[-1]['mean_error_max']:.2f} sd, sd ratio {curve[-1]['sd_ratio_median']:.2f}", flush=True)
 
     os.makedirs(a.out, exist_ok=True)
     for r in rows:
         r.setdefault("ksd_final_over_min", float("nan"))
+        r.setdefault("converged", "")
     write_csv_atomically(os.path.join(a.out, "tuning.csv"), rows)
     write_csv_atomically(os.path.join(a.out, "tuning_stop.csv"), curve)
 
@@ -165,9 +214,10 @@ def main(argv=None):
     ax.legend(fontsize=7)
 
     ax = axes[1]
-    for mname in ("svgd", "sliced_svgd"):
+    for mname, label in (("svgd", "SVGD (AdaGrad-mom., 3000 steps)"), ("sliced_svgd", "sliced (SGD 0.1, 3000 steps)"),
+                         ("sliced_svgd_settled", "sliced (steps=None)"), ("sliced_svgd_adam", "sliced (Adam, settled)")):
         m = [agg("particles", "sd_ratio_median", f"{mname},n={n}")[0] for n in counts]
-        ax.semilogx(counts, m, "o-", label=mname)
+        ax.semilogx(counts, m, "o-", label=label)
     ax.axhline(1.0, color="k", lw=0.5)
     ax.set_xlabel("particles n (German credit, d = 25)")
     ax.set_ylabel("median sd ratio")
@@ -185,13 +235,16 @@ def main(argv=None):
     ax.legend(fontsize=7)
 
     ax = axes[3]
-    steps_axis = [c["step"] for c in curve]
-    ax.semilogy(steps_axis, [c["mean_error_max"] for c in curve], label="worst mean error (sds)")
-    ax.semilogy(steps_axis, [abs(1 - c["sd_ratio_median"]) for c in curve], label="|1 - median sd ratio|")
-    ax.axvline(stop_step, color="k", ls="--", lw=0.8, label="steps=None stops")
-    ax.set_xlabel("step (German credit, Adam 0.05)")
+    for i, label in enumerate(stops):
+        part = [c for c in curve if c["kernel"] == label]
+        ax.semilogy([c["step"] for c in part], [c["mean_error_max"] for c in part], color=f"C{i}",
+                    label=f"{label}: worst mean error (sds)")
+        ax.semilogy([c["step"] for c in part], [abs(1 - c["sd_ratio_median"]) + 1e-3 for c in part], color=f"C{i}",
+                    ls=":", label=f"{label}: |1 - median sd ratio|")
+        ax.axvline(stops[label], color=f"C{i}", ls="--", lw=0.8)
+    ax.set_xlabel("step (German credit, Adam 0.05; dashed: steps=None stops)")
     ax.set_title("4. when to stop")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=6)
     fig.tight_layout()
     save_figure(fig, os.path.join(a.out, "tuning.png"))
     print(f"wrote {a.out}/tuning.csv, tuning_stop.csv and tuning.png")

@@ -97,6 +97,13 @@ class AbstractParticleMethod(eqx.Module):
         del rng_key, target, particles, step
         return aux
 
+    def default_optimizer(self) -> optax.GradientTransformation:
+        """The optimizer :func:`steinax.run` uses when none is given: Adam at 0.05 with an injectable learning
+        rate (:func:`steinax.particles.converge.default_optimizer`), unless the method knows better."""
+        from steinax.particles.converge import default_optimizer
+
+        return default_optimizer()
+
     def curvature_request(self) -> str | None:
         """The curvature this method needs from the target each step (``None``: scores only)."""
         return None

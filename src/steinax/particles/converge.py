@@ -17,10 +17,13 @@ to 1/64 of the default (an ``optax.inject_hyperparams`` optimizer, as the defaul
 optimizer keeps its step): a vanishing step would freeze the particles and pass the rule unsettled.
 A run that reaches ``max_steps`` unconverged warns (:class:`ConvergenceWarning`) with ``Delta``.
 
-**Default optimizer** (``optimizer=None`` in :func:`steinax.run`): Adam at learning rate
+**Default optimizer** (``optimizer=None`` in :func:`steinax.run`): the method's
+``default_optimizer()``, for every method but sliced SVGD Adam at learning rate
 :data:`DEFAULT_LEARNING_RATE` = 0.05, injectable so the rule above can halve it. Adam rather than
 the papers' AdaGrad with momentum: on the issue-25 runs the latter did not settle (a radon model's
-trace KSD stayed near 200 after 6000 steps, against 2.47 with Adam).
+trace KSD stayed near 200 after 6000 steps, against 2.47 with Adam). Sliced SVGD's default is SGD
+0.1 with each step clipped to 1 (:meth:`steinax.particles.sliced.SlicedSVGD.default_optimizer`): with
+Adam it settled on a false fixed point.
 
 Runs with a fixed ``steps`` (of at least :data:`MIN_JUDGED_STEPS`) are checked too, by the same rule
 over their last :data:`SETTLE_WINDOW` steps (at most half the run; :func:`settled_over`): ``result.converged`` says whether ``Delta`` over
@@ -149,7 +152,7 @@ def run_until_converged(method, target, particles, *, rng_key, optimizer=None, m
         raise ValueError(f"`tol` must be positive; received {tol!r}")
     if run_kwargs.get("checkpoint") is not None:
         raise ValueError("`checkpoint` needs a fixed `steps` (a run until convergence has no end to resume to)")
-    optimizer = default_optimizer() if optimizer is None else optimizer
+    optimizer = method.default_optimizer() if optimizer is None else optimizer
 
     def segment_run(x0, key, **kwargs):
         with warnings.catch_warnings():  # a segment's own settling is judged by the rule here, not by run's check

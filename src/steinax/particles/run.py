@@ -354,8 +354,9 @@ def run(
             it held, and a run that ends unconverged warns).
         optimizer: any optax optimizer; it receives ``-phi`` as the gradient
             (``optax.sgd(eps)`` gives ``x + eps * phi``; see also
-            :func:`steinax.adagrad_momentum`). Default: Adam at 0.05 with an injectable learning
-            rate (:func:`steinax.particles.converge.default_optimizer`).
+            :func:`steinax.adagrad_momentum`). Default: the method's ``default_optimizer()``: Adam
+            at 0.05 with an injectable learning rate
+            (:func:`steinax.particles.converge.default_optimizer`), except sliced SVGD's clipped SGD.
         rng_key: a JAX PRNG key; the run is deterministic given it.
         trace_every: record the trace every this many steps (default ``max(20, steps // 100)``,
             reduced to a divisor of ``checkpoint_every`` when that is given,
@@ -397,7 +398,7 @@ def run(
             (``result.converged`` is False), the final trace KSD is 5 or more times the run's own
             minimum (the optimizer does not settle), or a run with ``steps=None`` ended unconverged.
     """
-    from steinax.particles.converge import default_optimizer, run_until_converged, settled_over, warn_if_unsettled
+    from steinax.particles.converge import run_until_converged, settled_over, warn_if_unsettled
 
     if steps is None:
         return run_until_converged(
@@ -405,10 +406,10 @@ def run(
             diagnostic_kernel=diagnostic_kernel, diagnostic_block_size=diagnostic_block_size,
             diagnostic_points=diagnostic_points, initial_state=initial_state, progress=progress, checkpoint=checkpoint,
             checkpoint_every=checkpoint_every)
-    optimizer = default_optimizer() if optimizer is None else optimizer
     t0 = time.perf_counter()
     if not isinstance(method, AbstractParticleMethod):
         raise TypeError(f"`method` must be a steinax particle method (e.g. steinax.svgd()); received {type(method).__name__}")
+    optimizer = method.default_optimizer() if optimizer is None else optimizer
     target = as_target(target)
     if not (isinstance(optimizer, optax.GradientTransformation) or hasattr(optimizer, "update")):
         raise TypeError(f"`optimizer` must be an optax GradientTransformation; received {type(optimizer).__name__}")

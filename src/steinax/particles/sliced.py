@@ -28,6 +28,20 @@ than learned ones:
   which also slices along the Hessian's eigenvectors.
 * ``basis="identity"``: the coordinates, unwhitened: CC-SVGD.
 
+**What the slices do not fix.** Each slice's update reads only that slice's coordinate, so a fixed
+point pins every slice's marginal, not the dependence between slices: for a Gaussian target any
+coupling of correct marginals is a fixed point, and the coupling is what the approach to it left
+behind. With Adam (the other methods' default in :func:`steinax.run`), 100 particles on German
+credit settled after 1000 steps with every slice's sd within 3% of 1, but the particles' covariance,
+whitened by the posterior's, had sds from 0.20 to 3.02 (100 exact draws: 0.55 to 1.42) and
+per-coordinate sd ratios from 0.57 to 2.5 (3 seeds); Adam rescales each particle's steps, which
+carries the transient's dependence into the fixed point. With SGD 0.1, each step clipped to 1, the
+same runs settled after 3500 steps with whitened sds 0.45-1.53 and sd ratios 0.82-1.15. That is
+this method's :meth:`SlicedSVGD.default_optimizer`. Randomly rotated slices (a new orthonormal basis of
+the whitened space every ``refresh`` steps) were measured and not kept: with SGD they did no better
+(whitened sds 0.69-1.46 against 0.51-1.68 at 3000 steps, median sd ratio 0.95 against 1.00), and
+with Adam the particles never settled.
+
 Cost per step beyond SVGD's: ``O(n d D)`` for the interpolated one-dimensional sums, two
 ``[n, d] x [d, d]`` products, and every ``refresh`` steps the Hessian and its ``eigh``.
 """
@@ -36,6 +50,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import optax
 
 from steinax.kernels.base import RBF, AbstractKernel, as_kernel
 from steinax.particles.base import AbstractParticleMethod
@@ -69,6 +84,11 @@ class SlicedSVGD(AbstractParticleMethod):
         if isinstance(self.refresh, bool) or not isinstance(self.refresh, int) or self.refresh < 1:
             raise ValueError(f"`refresh` must be a positive integer; received {self.refresh!r}")
         as_kernel(self.kernel, None)
+
+    def default_optimizer(self):
+        """SGD 0.1 with each coordinate's step clipped to 1 (``optax.chain(optax.clip(1.0), optax.sgd(0.1))``):
+        the whitening makes one step fit every slice, and Adam settles on a false fixed point (module docstring)."""
+        return optax.chain(optax.clip(1.0), optax.sgd(0.1))
 
     def init_aux(self, particles, target=None):
         d = particles.shape[1]

@@ -29,7 +29,6 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from steinax._io import atomic_write_text
 from steinax.posteriors.peers import PEERS, nuts_seconds_to_ess
@@ -63,7 +62,7 @@ def particle_method(name: str, steps: int):
         "cc_svgd": (steinax.cc_svgd(), readme),
         "map": (steinax.map_ascent(), readme),
         "annealed_svgd": (steinax.annealed_svgd(anneal_steps=steps // 2), readme),
-        "sliced_svgd": (steinax.sliced_svgd(), optax.chain(optax.clip(1.0), optax.sgd(0.1))),
+        "sliced_svgd": (steinax.sliced_svgd(), steinax.sliced_svgd().default_optimizer()),  # SGD 0.1, clipped to 1
     }[name]
 
 
