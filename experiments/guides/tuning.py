@@ -38,7 +38,43 @@ from steinax.posteriors import get
 from steinax.posteriors.suite import particle_method
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
+from _common import banner, pyplot, read_csv, save_figure, write_csv_atomically  # noqa: E402
+
+COLUMNS = ("question", "posterior", "setting", "seed", "steps", "seconds", "converged", "ksd_final_over_min",
+           "mean_error_max", "sd_ratio_median", "sd_ratio_min", "sd_ratio_max", "whitened_sd_min", "whitened_sd_max")
+
+
+class Rows(list):
+    """The measured rows, written atomically to ``path`` after each one; rows already there (same columns) are kept
+    and their runs skipped, so a stopped run continues where it was (many compilations in one process can exhaust
+    the kernel's memory-map limit: ``sysctl vm.max_map_count``)."""
+
+    def __init__(self, path: str, resume: bool):
+        super().__init__()
+        self.path = path
+        if resume and os.path.exists(path):
+            kept = read_csv(path)
+            if kept and tuple(kept[0]) == COLUMNS:
+                self.extend({k: _number(v) for k, v in r.items()} for r in kept)
+                print(f"   resuming: {len(self)} rows kept from {path}", flush=True)
+
+    def done(self, question, posterior, setting, seed) -> bool:
+        return any((r["question"], r["posterior"], r["setting"], int(r["seed"])) == (question, posterior, setting, seed)
+                   for r in self)
+
+    def add(self, row: dict) -> dict:
+        row = {c: row.get(c, "") for c in COLUMNS}
+        self.append(row)
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        write_csv_atomically(self.path, list(self))
+        return row
+
+
+def _number(v: str):
+    try:
+        return float(v) if v not in ("", "True", "False") else v
+    except ValueError:
+        return v
 
 
 def score(post, particles) -> dict:
@@ -88,6 +124,7 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="one seed, fewer settings, 100-step runs (a smoke run)")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--out", default="docs/experiments/guides")
+    p.add_argument("--fresh", action="store_true", help="ignore the rows already in OUT/tuning.csv (default: keep them)")
     a = p.parse_args(argv)
     seeds = 1 if a.quick else a.seeds
     hs = [10.0] if a.quick else [0.01, 0.1, 1.0, 10.0, 100.0]
@@ -102,15 +139,17 @@ def main(argv=None):
         "scores": "worst |mean error| / reference sd; median sd ratio (1 is right)",
         "jax": f"{jax.__version__}, {jax.default_backend()}"})
     posts = {name: get(name) for name in ("banana", "german_logistic")}
-    rows = []
+    rows = Rows(os.path.join(a.out, "tuning.csv"), resume=not a.fresh)
 
     # 1. bandwidth
     for name, post in posts.items():
         for h in ["median"] + hs:
             kernel = steinax.RBF("liu") if h == "median" else steinax.RBF(float(h))
             for seed in range(seeds):
+                if rows.done("bandwidth", name, f"h={h}", seed):
+                    continue
                 res, secs = run_once(post, steinax.svgd(kernel=kernel), 100, seed, settle)
-                rows.append({"question": "bandwidth", "posterior": name, "setting": f"h={h}", "seed": seed,
+                rows.add({"question": "bandwidth", "posterior": name, "setting": f"h={h}", "seed": seed,
                              "steps": int(res.trace.step[-1]), "seconds": secs, **score(post, res.particles)})
                 print(f"   bandwidth {name:>15} h={h!s:>6} seed {seed}: {rows[-1]['mean_error_max']:.2f} sd, "
                       f"sd ratio {rows[-1]['sd_ratio_median']:.2f} ({rows[-1]['steps']} steps)", flush=True)
@@ -120,8 +159,10 @@ def main(argv=None):
     # and with Adam (the other methods' default)
     post = posts["german_logistic"]
     for n in counts:
+        if rows.done("particles", "german_logistic", f"exact_draws,n={n}", 0):
+            continue
         lo, hi = exact_draws_range(post, n)
-        rows.append({"question": "particles", "posterior": "german_logistic", "setting": f"exact_draws,n={n}",
+        rows.add({"question": "particles", "posterior": "german_logistic", "setting": f"exact_draws,n={n}",
                      "seed": 0, "steps": 0, "seconds": 0.0, "converged": "", "mean_error_max": float("nan"),
                      "sd_ratio_median": float("nan"), "sd_ratio_min": float("nan"), "sd_ratio_max": float("nan"),
                      "whitened_sd_min": lo, "whitened_sd_max": hi})
@@ -129,6 +170,8 @@ def main(argv=None):
     for mname in ("svgd", "sliced_svgd", "sliced_svgd_settled", "sliced_svgd_adam"):
         for n in counts:
             for seed in range(seeds):
+                if rows.done("particles", "german_logistic", f"{mname},n={n}", seed):
+                    continue
                 if mname == "sliced_svgd_settled":
                     res, secs = run_once(post, steinax.sliced_svgd(), n, seed, settle)
                 elif mname == "sliced_svgd_adam":
@@ -137,7 +180,7 @@ def main(argv=None):
                 else:
                     method, opt = particle_method(mname, steps_fixed)
                     res, secs = run_once(post, method, n, seed, steps_fixed, optimizer=opt)
-                rows.append({"question": "particles", "posterior": "german_logistic", "setting": f"{mname},n={n}",
+                rows.add({"question": "particles", "posterior": "german_logistic", "setting": f"{mname},n={n}",
                              "seed": seed, "steps": int(res.trace.step[-1]), "seconds": secs,
                              "converged": res.converged, **score(post, res.particles)})
                 r = rows[-1]
@@ -151,9 +194,11 @@ def main(argv=None):
     for oname, make in (("adagrad_momentum", steinax.adagrad_momentum), ("adam", optax.adam)):
         for lr in lrs:
             for seed in range(seeds):
+                if rows.done("optimizer", "banana", f"{oname},lr={lr}", seed):
+                    continue
                 res, secs = run_once(post, steinax.svgd(), 100, seed, steps_fixed, optimizer=make(lr))
                 ksd = np.asarray(res.trace.ksd)
-                rows.append({"question": "optimizer", "posterior": "banana", "setting": f"{oname},lr={lr}",
+                rows.add({"question": "optimizer", "posterior": "banana", "setting": f"{oname},lr={lr}",
                              "seed": seed, "steps": steps_fixed, "seconds": secs,
                              "ksd_final_over_min": float(ksd[-1] / ksd.min()), **score(post, res.particles)})
                 print(f"   optimizer {oname:>16} lr={lr:<5} seed {seed}: final/min KSD "
@@ -184,11 +229,6 @@ def main(argv=None):
               f"sd ratio {at_stop['sd_ratio_median']:.2f}; after {total} fixed steps "
               f"{curve[-1]['mean_error_max']:.2f} sd, sd ratio {curve[-1]['sd_ratio_median']:.2f}", flush=True)
 
-    os.makedirs(a.out, exist_ok=True)
-    for r in rows:
-        r.setdefault("ksd_final_over_min", float("nan"))
-        r.setdefault("converged", "")
-    write_csv_atomically(os.path.join(a.out, "tuning.csv"), rows)
     write_csv_atomically(os.path.join(a.out, "tuning_stop.csv"), curve)
 
     plt = pyplot()
