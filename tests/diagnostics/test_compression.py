@@ -86,5 +86,6 @@ def test_bad_input_names_the_argument(kwargs, match):
 
 def test_missing_goodpoints_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "goodpoints.jax", None)  # as if goodpoints were not installed
-    with pytest.raises(ImportError, match=r"steinax\[compress\]"):
+    # steinax is not on PyPI: the message names the packages to install, and the extra for a checkout
+    with pytest.raises(ImportError, match=r"pip install goodpoints qpsolvers \(the steinax `compress` extra"):
         stein_kernel_thinning(_biased_chain(), _logp, 8)
