@@ -232,7 +232,8 @@ def main(argv=None):
     write_csv_atomically(os.path.join(a.out, "tuning_stop.csv"), curve)
 
     plt = pyplot()
-    fig, axes = plt.subplots(1, 4, figsize=(17, 3.6))
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    axes = axes.ravel()
 
     def agg(question, key, setting):
         v = [r[key] for r in rows if r["question"] == question and r["setting"] == setting]
@@ -282,7 +283,7 @@ def main(argv=None):
         ax.semilogy([c["step"] for c in part], [abs(1 - c["sd_ratio_median"]) + 1e-3 for c in part], color=f"C{i}",
                     ls=":", label=f"{label}: |1 - median sd ratio|")
         ax.axvline(stops[label], color=f"C{i}", ls="--", lw=0.8)
-    ax.set_xlabel("step (German credit, Adam 0.05; dashed: steps=None stops)")
+    ax.set_xlabel("step (German credit, Adam 0.05; dashed: where steps=None stops)")
     ax.set_title("4. when to stop")
     ax.legend(fontsize=6)
     fig.tight_layout()
