@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -40,6 +41,20 @@ def make_target(kind: str, d: int) -> Gaussian:
     else:
         cov = 0.5 * jnp.eye(d) + 0.5 * jnp.ones((d, d))
     return Gaussian(jnp.ones(d), cov)
+
+
+def scores_of(target: Gaussian, x) -> tuple[float, float, float, float]:
+    """``(KSD^2 V, KSD^2 U, median sd ratio, covariance error)`` of points ``x``: the KSDs with the RBF kernel
+    (Liu's median), the per-coordinate sd over the target's, and ``||S^{-1/2} C S^{-1/2} - I||_F / sqrt(d)`` with
+    ``C`` the points' covariance (a collapsed or wrongly coupled cloud is far from 0; exact draws are not 0
+    either, at n = 100, which is why they are scored too)."""
+    _, s = target.evaluate(None, x)
+    xn = np.asarray(x, np.float64)
+    cov = np.asarray(target.cov, np.float64)
+    w = np.linalg.inv(np.linalg.cholesky(cov))
+    err = np.linalg.norm(w @ np.cov(xn.T) @ w.T - np.eye(xn.shape[1])) / np.sqrt(xn.shape[1])
+    return (float(steinax.ksd(x, s, steinax.RBF())), float(steinax.ksd(x, s, steinax.RBF(), "u")),
+            float(np.median(xn.std(0) / np.sqrt(np.diag(cov)))), float(err))
 
 
 def main(argv=None):
@@ -67,33 +82,47 @@ def main(argv=None):
         methods = {"svgd": steinax.svgd(steinax.RBF(h)), "cc_svgd": steinax.cc_svgd(steinax.RBF(h))}
         tag = f"_h{args.bandwidth}"
     rows = []
-    print(f"{'target':<11} {'d':>4} {'SVGD KSD':>12} {'CC-SVGD KSD':>12} {'CC < SVGD':>10}")
+    print(f"{'target':<11} {'d':>4} {'SVGD KSD':>12} {'CC-SVGD KSD':>12} {'CC < SVGD':>10} {'exact KSD':>10}   "
+          "U-statistic KSD, median sd ratio, covariance error (SVGD | CC-SVGD | exact draws)")
     for kind in ("diagonal", "correlated"):
         for d in args.dims:
             target = make_target(kind, d)
             res_k = {}
-            for name, method in methods.items():
-                vals = []
+            for name, method in {**methods, "exact": None}.items():
+                per_trial = []
                 for trial in range(args.trials):
-                    x0 = jax.random.normal(jax.random.key(trial), (args.particles, d))
-                    res = steinax.run(method, target, x0, steps=args.steps, optimizer=optax.sgd(schedule),
-                                      rng_key=jax.random.key(100 + trial), trace_every=args.steps, progress=False)
-                    _, scores = target.evaluate(None, res.particles)
-                    vals.append(float(steinax.ksd(res.particles, scores, steinax.RBF())))
-                res_k[name] = (np.mean(vals), np.std(vals))
-                rows.append({"target": kind, "dim": d, "method": name, "ksd_mean": np.mean(vals), "ksd_std": np.std(vals),
-                             "trials": args.trials})
-            print(f"{kind:<11} {d:>4} {res_k['svgd'][0]:>12.4g} {res_k['cc_svgd'][0]:>12.4g} "
-                  f"{str(res_k['cc_svgd'][0] < res_k['svgd'][0]):>10}", flush=True)
+                    if method is None:  # the reference: n exact draws of the target, scored the same way
+                        x = jax.random.multivariate_normal(jax.random.key(1000 + trial), target.mean, target.cov,
+                                                           (args.particles,))
+                        converged = True
+                    else:
+                        x0 = jax.random.normal(jax.random.key(trial), (args.particles, d))
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("ignore", steinax.ConvergenceWarning)  # recorded, not printed
+                            res = steinax.run(method, target, x0, steps=args.steps, optimizer=optax.sgd(schedule),
+                                              rng_key=jax.random.key(100 + trial), trace_every=max(1, args.steps // 10),
+                                              progress=False)
+                        x, converged = res.particles, bool(res.converged)
+                    per_trial.append((*scores_of(target, x), converged))
+                v = np.asarray(per_trial, np.float64)
+                res_k[name] = v.mean(0)
+                rows.append({"target": kind, "dim": d, "method": name, "ksd_mean": v[:, 0].mean(),
+                             "ksd_std": v[:, 0].std(), "ksd_u_mean": v[:, 1].mean(), "sd_ratio_median": v[:, 2].mean(),
+                             "cov_error": v[:, 3].mean(), "converged": v[:, 4].mean(), "trials": args.trials})
+            s, c, e = res_k["svgd"], res_k["cc_svgd"], res_k["exact"]
+            print(f"{kind:<11} {d:>4} {s[0]:>12.4g} {c[0]:>12.4g} {str(c[0] < s[0]):>10} {e[0]:>10.4g}   "
+                  f"U {s[1]:.3g} | {c[1]:.3g} | {e[1]:.3g}; sd {s[2]:.2f} | {c[2]:.2f} | {e[2]:.2f}; "
+                  f"cov {s[3]:.2f} | {c[3]:.2f} | {e[3]:.2f}; settled {s[4]:.1f} | {c[4]:.1f}", flush=True)
     write_csv_atomically(os.path.join(args.out, f"cc_svgd_dimension{tag}.csv"), rows)
     plt = pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, kind in zip(axes, ("diagonal", "correlated")):
-        for name in methods:
+        for name in (*methods, "exact"):
             sel = [r for r in rows if r["target"] == kind and r["method"] == name]
             ax.errorbar([r["dim"] for r in sel], [r["ksd_mean"] for r in sel], yerr=[r["ksd_std"] for r in sel],
-                        marker="o", capsize=3, label=name)
+                        marker="o", capsize=3, label="100 exact draws" if name == "exact" else name,
+                        ls=":" if name == "exact" else "-")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("dimension d")
