@@ -114,3 +114,10 @@ def test_run_without_optimizer_takes_the_methods_default():
         a = steinax.run(method, _logp, x0, steps=20, rng_key=jax.random.key(1))
         b = steinax.run(method, _logp, x0, steps=20, optimizer=explicit, rng_key=jax.random.key(1))
         np.testing.assert_array_equal(np.asarray(a.particles), np.asarray(b.particles))
+
+
+def test_run_without_steps_or_optimizer_names_a_bad_method():
+    """The default optimizer is the method's: a method that is not one still gets run's TypeError (not an
+    AttributeError from looking up its default)."""
+    with pytest.raises(TypeError, match="`method` must be a steinax particle method"):
+        steinax.run("svgd", _logp, jnp.zeros((5, 3)), rng_key=jax.random.key(0))

@@ -152,7 +152,8 @@ def run_until_converged(method, target, particles, *, rng_key, optimizer=None, m
         raise ValueError(f"`tol` must be positive; received {tol!r}")
     if run_kwargs.get("checkpoint") is not None:
         raise ValueError("`checkpoint` needs a fixed `steps` (a run until convergence has no end to resume to)")
-    optimizer = method.default_optimizer() if optimizer is None else optimizer
+    if optimizer is None:  # the method's own (a non-method gets run's TypeError below, not an AttributeError here)
+        optimizer = getattr(method, "default_optimizer", default_optimizer)()
 
     def segment_run(x0, key, **kwargs):
         with warnings.catch_warnings():  # a segment's own settling is judged by the rule here, not by run's check

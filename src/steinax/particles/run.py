@@ -26,8 +26,8 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
 import dataclasses
+import itertools
 import math
 import os
 import re
