@@ -29,6 +29,7 @@ import numpy as np
 import optax
 
 import steinax
+from steinax.metrics.posterior import whitened_covariance
 from steinax.targets import Gaussian
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -51,8 +52,7 @@ def scores_of(target: Gaussian, x) -> tuple[float, float, float, float]:
     _, s = target.evaluate(None, x)
     xn = np.asarray(x, np.float64)
     cov = np.asarray(target.cov, np.float64)
-    w = np.linalg.inv(np.linalg.cholesky(cov))
-    err = np.linalg.norm(w @ np.cov(xn.T) @ w.T - np.eye(xn.shape[1])) / np.sqrt(xn.shape[1])
+    err = np.linalg.norm(whitened_covariance(xn, cov) - np.eye(xn.shape[1])) / np.sqrt(xn.shape[1])
     return (float(steinax.ksd(x, s, steinax.RBF())), float(steinax.ksd(x, s, steinax.RBF(), "u")),
             float(np.median(xn.std(0) / np.sqrt(np.diag(cov)))), float(err))
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["posterior_errors", "sinkhorn_divergence"]
+__all__ = ["posterior_errors", "sinkhorn_divergence", "whitened_covariance"]
 
 
 def sinkhorn_divergence(x, y, relative_epsilon: float = 1.0) -> float:
@@ -36,6 +36,19 @@ def sinkhorn_divergence(x, y, relative_epsilon: float = 1.0) -> float:
         out = sd.sinkhorn_divergence(pointcloud.PointCloud, x, y, epsilon=relative_epsilon, relative_epsilon="mean")
     value = out[0] if isinstance(out, tuple) else out.divergence
     return float(value)
+
+
+def whitened_covariance(draws, cov) -> np.ndarray:
+    """``L^{-1} C L^{-T}``: the draws' sample covariance ``C`` (ddof 1) whitened by ``cov = L L^T`` ``[d, d]``.
+
+    The identity for a perfect cloud; its eigenvalues' square roots are the draws' sds along the
+    target's principal axes in target sds, so they expose a wrong dependence between coordinates that
+    per-coordinate sd ratios miss. ``n`` exact draws spread about 1 too (Marchenko-Pastur: roughly
+    ``1 +- sqrt(d / n)``), so compare with exact draws of the same size.
+    """
+    x = np.asarray(draws, np.float64)
+    w = np.linalg.inv(np.linalg.cholesky(np.asarray(cov, np.float64)))
+    return w @ np.cov(x.T).reshape(x.shape[1], x.shape[1]) @ w.T
 
 
 def posterior_errors(draws, reference) -> dict:

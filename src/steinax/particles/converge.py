@@ -49,7 +49,7 @@ import numpy as np
 import optax
 
 __all__ = ["ConvergenceWarning", "default_optimizer", "run_until_converged", "warn_if_unsettled", "settled_over",
-           "particle_moments", "SETTLE_WINDOW", "DEFAULT_LEARNING_RATE", "DEFAULT_MAX_STEPS", "DEFAULT_CHECK_EVERY", "DEFAULT_TOL", "UNSETTLED_FACTOR"]
+           "settle_window_start", "particle_moments", "SETTLE_WINDOW", "DEFAULT_LEARNING_RATE", "DEFAULT_MAX_STEPS", "DEFAULT_CHECK_EVERY", "DEFAULT_TOL", "UNSETTLED_FACTOR"]
 
 DEFAULT_LEARNING_RATE = 0.05
 DEFAULT_MAX_STEPS = 20000
@@ -93,9 +93,7 @@ def settled_over(snapshot, state, end_step: int, tol: float = DEFAULT_TOL):
     window = end_step - start
     if window <= 0 or 2 * window < MIN_JUDGED_STEPS or int(state.step) != end_step:
         return None
-    before = tuple(np.asarray(a, np.float64) for a in snapshot[1:])
-    after = tuple(np.asarray(a, np.float64) for a in particle_moments(state.particles))
-    delta = moment_change(before, after)
+    delta = moment_change(tuple(np.asarray(a, np.float64) for a in snapshot[1:]), _moments(state.particles))
     allowed = tol * min(1.0, window / SETTLE_WINDOW)
     converged = bool(delta < allowed)
     if not converged:
@@ -108,8 +106,14 @@ def settled_over(snapshot, state, end_step: int, tol: float = DEFAULT_TOL):
 
 
 def _moments(particles):
-    x = np.asarray(particles, np.float64)
-    return x.mean(0), x.std(0)
+    """:func:`particle_moments` on the host, as float64 arrays."""
+    return tuple(np.asarray(a, np.float64) for a in particle_moments(particles))
+
+
+def settle_window_start(end_step: int, steps: int) -> int:
+    """The first step of the window over which a fixed-length run of ``steps`` ending at ``end_step`` is judged:
+    its last :data:`SETTLE_WINDOW` steps, at most half the run."""
+    return end_step - min(SETTLE_WINDOW, steps // 2)
 
 
 def moment_change(before, after) -> float:

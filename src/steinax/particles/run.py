@@ -47,7 +47,7 @@ from steinax._validation import check_key, check_particles
 from steinax.checkpoint import CheckpointMismatchError, fingerprint_tree, load_checkpoint, save_checkpoint
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel
 from steinax.particles.base import AbstractParticleMethod, ParticleState
-from steinax.particles.converge import SETTLE_WINDOW, particle_moments
+from steinax.particles.converge import particle_moments, settle_window_start
 from steinax.particles.optim import refuse_value_optimizers
 from steinax.stein.ksd import ksd
 from steinax.targets.base import as_target, check_target, evaluate
@@ -513,9 +513,9 @@ def run(
     if bar is not None:
         _BARS[run_id] = bar
     failed, stopped = -1, False
-    # settling is judged over the run's last SETTLE_WINDOW steps (at most half of it), from the particles' moments at
-    # the last trace record before that window (carried through the compiled loop: no host round-trip)
-    window_start = end_step - min(SETTLE_WINDOW, steps // 2)
+    # settling is judged from the particles' moments at the last trace record before the window (carried through the
+    # compiled loop: no host round-trip)
+    window_start = settle_window_start(end_step, steps)
     snapshot = (state.step, *particle_moments(state.particles))
     interruptible = getattr(method, "mesh", None) is None  # a host callback would run on every device of a mesh
     try:

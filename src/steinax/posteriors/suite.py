@@ -56,13 +56,14 @@ def particle_method(name: str, steps: int):
     import steinax
 
     readme = steinax.adagrad_momentum(0.05)
+    sliced = steinax.sliced_svgd()
     return {
         "svgd": (steinax.svgd(), readme),
         "mk_svgd": (steinax.mk_svgd(), readme),
         "cc_svgd": (steinax.cc_svgd(), readme),
         "map": (steinax.map_ascent(), readme),
         "annealed_svgd": (steinax.annealed_svgd(anneal_steps=steps // 2), readme),
-        "sliced_svgd": (steinax.sliced_svgd(), steinax.sliced_svgd().default_optimizer()),  # SGD 0.1, clipped to 1
+        "sliced_svgd": (sliced, sliced.default_optimizer()),  # its own default: SGD 0.1, each step clipped to 1
     }[name]
 
 
