@@ -20,6 +20,8 @@ import os
 import jax
 import jax.numpy as jnp
 
+from steinax._platform import on_cpu_else
+
 
 def single_threaded_lapack() -> None:
     """Ask for one OpenBLAS thread in the LAPACK that JAX calls on CPU, unless the user chose a number.
@@ -46,14 +48,23 @@ def serial_batch(fn, *matrices):
     """``fn`` applied to ``[..., m, m]`` arrays one matrix at a time (leading axes are the batch).
 
     ``fn`` maps single ``[m, m]`` matrices (and any matching extra arguments) to a
-    pytree of arrays; the result has the batch axes put back in front.
+    pytree of arrays; the result has the batch axes put back in front. Serial in programs
+    lowered for the CPU only; batched (``vmap``) on accelerators, where batched
+    factorisations are the fast path (:mod:`steinax._platform`).
     """
     batch = matrices[0].shape[:-2]
     if not batch:
         return fn(*matrices)
     flat = [x.reshape((-1,) + x.shape[len(batch):]) for x in matrices]
-    out = jax.lax.map(lambda xs: fn(*xs), tuple(flat))
+    out = on_cpu_else(lambda *xs: jax.lax.map(lambda m: fn(*m), xs), jax.vmap(fn), *flat)
     return jax.tree.map(lambda y: y.reshape(batch + y.shape[1:]), out)
+
+
+def per_particle(fn, particles):
+    """``fn`` on each row of ``particles`` (a pytree of arrays as ``fn``'s result, stacked): one row at a time
+    (``lax.map``) in programs lowered for the CPU, so every LAPACK call inside holds one matrix, and batched
+    (``vmap``) on accelerators."""
+    return on_cpu_else(lambda x: jax.lax.map(fn, x), jax.vmap(fn), particles)
 
 
 def eigh(matrix):
@@ -79,6 +90,8 @@ def lapack_calls(fn, *args, batched_only: bool = False) -> list[tuple[str, tuple
 
     Traces ``fn`` only (``jax.make_jaxpr``; no computation), sub-programs (``jit``, ``scan``,
     ``cond``, custom derivatives) included. ``args`` may be arrays or ``jax.ShapeDtypeStruct``.
+    Of a per-platform choice (:func:`jax.lax.platform_dependent`) only the CPU's branch is
+    read: the question is what runs on XLA:CPU.
     """
     import jax.extend
 
@@ -91,6 +104,13 @@ def lapack_calls(fn, *args, batched_only: bool = False) -> list[tuple[str, tuple
                 shape = tuple(getattr(eqn.invars[0].aval, "shape", ()))
                 if not batched_only or math.prod(shape[: len(shape) - rank]) > 1:
                     found.append((eqn.primitive.name, shape))
+            platforms = eqn.params.get("branches_platforms") if eqn.primitive.name == "cond" else None
+            if platforms:
+                cpu = [i for i, p in enumerate(platforms) if p is not None and "cpu" in p]
+                default = [i for i, p in enumerate(platforms) if p is None]
+                for i in (cpu or default)[:1]:
+                    walk(eqn.params["branches"][i].jaxpr)
+                continue
             for sub in jax.extend.core.jaxprs_in_params(eqn.params):
                 walk(sub)
 

@@ -28,8 +28,10 @@ particle SVGD then finds the type-II maximum-likelihood estimate, the paper's
 J = 1 remark).
 
 Every per-particle quantity needs a Cholesky factor of an ``N x N`` matrix.
-Targets evaluate the particles one at a time (``lax.map``), so each
-factorisation is a single-matrix LAPACK call (see :mod:`steinax._linalg`).
+Targets evaluate the particles one at a time (``lax.map``) in programs lowered
+for the CPU, so each factorisation is a single-matrix LAPACK call (see
+:mod:`steinax._linalg`), and batched on accelerators. Predictions map over the
+particles on every platform (memory: one particle's ``N_new x N`` matrices at a time).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from steinax._linalg import per_particle
 from steinax._validation import is_concrete
 from steinax.targets.base import AbstractTarget
 
@@ -233,7 +236,7 @@ class _GPBase(AbstractTarget):
     def evaluate(self, rng_key, particles):
         """Log-densities and scores, one particle at a time (single-matrix Cholesky factorisations)."""
         del rng_key
-        return jax.lax.map(jax.value_and_grad(self.logdensity), particles)
+        return per_particle(jax.value_and_grad(self.logdensity), particles)
 
     def _init_hyper(self, rng_key, n, dtype):
         """``[n, num_hyperparameters]`` unconstrained values drawn from the Gamma(1, scale 2) priors."""
@@ -534,7 +537,7 @@ class SparseGP(_GPBase):
         from steinax.targets.base import draw_minibatch
 
         batch, factor = draw_minibatch(rng_key, (self.X, self.y), self.batch_size)
-        return jax.lax.map(lambda t: jax.value_and_grad(self._logdensity_on)(t, batch, factor), particles)
+        return per_particle(lambda t: jax.value_and_grad(self._logdensity_on)(t, batch, factor), particles)
 
     def init_particles(self, rng_key: jax.Array, n: int, *, dtype=None) -> jax.Array:
         """``[n, H + M]``: hyperparameters from their priors, ``nu ~ N(0, I)``."""

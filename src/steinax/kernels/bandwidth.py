@@ -54,6 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from steinax._host import host_call
+from steinax._platform import on_cpu_else
 from steinax.kernels.pairwise import fold_row_blocks, squared_distances
 from steinax.kernels.select import POOL_WORKERS, _pool, _uint_type, dense_source, host_select, kth_from_source, select_ranks, use_host
 
@@ -79,15 +80,19 @@ def _dense_select(values: jax.Array, ranks, axis_name=None) -> jax.Array:
     algorithm runs on the device.
     """
     ranks = [int(r) for r in ranks]
-    if use_host(values.dtype, axis_name):
-        shape = jax.ShapeDtypeStruct((len(ranks),), values.dtype)
-        return host_call(functools.partial(_np_select, tuple(ranks)), [shape], values)[0]
     size = values.shape[0]
 
     def sample(key, m):
         return values[jax.random.randint(key, (m,), 0, size)]
 
-    return select_ranks(dense_source(values), ranks, size, values.dtype, sample, block_entries=size)
+    def on_device():
+        return select_ranks(dense_source(values), ranks, size, values.dtype, sample, block_entries=size, host=False)
+
+    if use_host(values.dtype, axis_name):
+        shape = jax.ShapeDtypeStruct((len(ranks),), values.dtype)
+        return on_cpu_else(lambda: host_call(functools.partial(_np_select, tuple(ranks)), [shape], values)[0],
+                           on_device)
+    return on_device()
 
 
 def _np_select(ranks, values):
@@ -625,10 +630,14 @@ def median_bandwidth(
     if rule == "per_dimension":
         if n < 2:
             return _finalise(jnp.zeros((particles.shape[1],), dtype), n)
+        def on_device():
+            return jax.lax.map(_median_pairwise_1d, particles.T)
+
         if use_host(dtype, axis_name):
             shape = jax.ShapeDtypeStruct((particles.shape[1],), dtype)
-            return _finalise(host_call(_host_per_dimension_median, [shape], particles)[0], n)
-        return _finalise(jax.lax.map(_median_pairwise_1d, particles.T), n)
+            return _finalise(on_cpu_else(lambda: host_call(_host_per_dimension_median, [shape], particles)[0],
+                                         on_device), n)
+        return _finalise(on_device(), n)
     if rule == "liu_subsampled":
         if n <= max_points:
             return median_bandwidth(particles, "liu", sqdist=sqdist, block_size=block_size, axis_name=axis_name)

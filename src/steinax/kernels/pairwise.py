@@ -20,6 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from steinax._platform import layout_platform
+
 __all__ = [
     "squared_distances", "scan_row_blocks", "map_row_blocks", "fold_row_blocks",
     "memory_budget", "auto_block_size", "PairwisePlan", "pairwise_plan",
@@ -102,7 +104,7 @@ def auto_block_size(n_rows: int, n_cols: int, dtype, *, arrays: int = 4, budget:
     itemsize = jnp.dtype(dtype).itemsize
     budget = memory_budget() if budget is None else budget
     cap = max(1, budget // max(1, arrays * n_cols * itemsize))
-    rows = cap if jax.default_backend() != "cpu" else min(cap, max(8, _CPU_BLOCK_ENTRIES // max(1, n_cols)))
+    rows = cap if layout_platform() != "cpu" else min(cap, max(8, _CPU_BLOCK_ENTRIES // max(1, n_cols)))
     if rows >= n_rows:
         return None
     return _near_divisor(n_rows, rows)
@@ -174,7 +176,7 @@ def squared_distances(
     xx = jnp.sum(x * x, axis=-1)
     yy = jnp.sum(y * y, axis=-1)
     norms = xx[:, None] + yy[None, :]
-    d2 = norms - 2.0 * (x @ y.T)
+    d2 = norms - 2.0 * jnp.matmul(x, y.T, precision=jax.lax.Precision.HIGHEST)  # float32 on GPUs too (no TF32)
     # entries within the expanded form's rounding bound are indistinguishable from 0: exactly 0 (the clamp too)
     d2 = jnp.where(d2 <= _rounding_floor(x.shape[-1], x.dtype) * norms, 0.0, d2)
     if whole:

@@ -16,7 +16,8 @@ block of distances on demand and never stores them.
 2. **One pass** over the source counts the values below ``lo`` and copies those
    in ``[lo, hi]`` (about ``6 / sqrt(m)`` of them) into a buffer: by a host
    callback on the CPU backend (NumPy compacts at memory speed; XLA:CPU's
-   compaction is ~10x slower), on the device elsewhere.
+   compaction is ~10x slower), on the device elsewhere (the choice is made per
+   platform when the program is lowered: :mod:`steinax._platform`).
 3. The wanted ranks, shifted by the count below ``lo``, are selected among the
    buffered values (an introselect on the host, a sort on the device).
 
@@ -43,6 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from steinax._host import host_call
+from steinax._platform import on_cpu_else
 
 __all__ = ["select_ranks", "host_select", "kth_from_source", "dense_source", "use_host"]
 
@@ -53,13 +55,14 @@ _HOST_SMALL = 2**16  # below this many values the host partitions them all
 
 
 def use_host(dtype, axis_name=None) -> bool:
-    """Host (NumPy) selection on the CPU backend for 32-bit floats outside sharded computations.
+    """Whether host (NumPy) selection may serve: 32-bit floats outside sharded computations.
 
-    64-bit values stay on the device: when x64 is switched on with the
-    thread-local ``jax.enable_x64`` context manager, callbacks run on XLA's
-    threads see x64 off and JAX converts their float64 data to float32.
+    It then serves in programs lowered for the CPU only (:func:`steinax._platform.on_cpu_else`);
+    elsewhere the same algorithm runs on the device. 64-bit values stay on the device: when x64
+    is switched on with the thread-local ``jax.enable_x64`` context manager, callbacks run on
+    XLA's threads see x64 off and JAX converts their float64 data to float32.
     """
-    return axis_name is None and jax.default_backend() == "cpu" and jnp.dtype(dtype).itemsize <= 4
+    return axis_name is None and jnp.dtype(dtype).itemsize <= 4
 
 
 # ---------------------------------------------------------------- two-limb counts
@@ -125,16 +128,7 @@ def _uint_type(dtype):
     return {2: jnp.uint16, 4: jnp.uint32, 8: jnp.uint64}[jnp.dtype(dtype).itemsize]
 
 
-def _arity_bits() -> int:
-    """Bits resolved per bisection pass: 4 (15 thresholds) on accelerators, 1 on CPU.
-
-    XLA:CPU does not fuse a multi-threshold count into one streaming pass (15
-    thresholds cost ~40x one), so on CPU plain bisection is fastest.
-    """
-    return 1 if jax.default_backend() == "cpu" else 4
-
-
-def kth_from_source(fold, k: int, dtype, axis_name=None):
+def kth_from_source(fold, k: int, dtype, axis_name=None, arity_bits: int | None = None):
     """Exact ``k``-th smallest (0-based) value of a source, by k-ary bisection on bit patterns.
 
     For non-negative IEEE floats the bit pattern, read as an unsigned integer,
@@ -142,10 +136,16 @@ def kth_from_source(fold, k: int, dtype, axis_name=None):
     counts the entries below ``2**b - 1`` thresholds at once (one read of the
     data), narrowing the candidate range ``2**b``-fold. The fallback of
     :func:`select_ranks`, and the whole algorithm for small inputs of tests.
+
+    ``arity_bits``: bits resolved per pass. Default: 1 (plain bisection) in programs
+    lowered for the CPU, where XLA does not fuse a multi-threshold count into one
+    streaming pass (15 thresholds cost ~40x one), and 4 (15 thresholds) elsewhere.
     """
+    if arity_bits is None:
+        return on_cpu_else(lambda: kth_from_source(fold, k, dtype, axis_name, 1),
+                           lambda: kth_from_source(fold, k, dtype, axis_name, 4))
     utype = _uint_type(dtype)
     nbits = 8 * jnp.dtype(dtype).itemsize
-    arity_bits = _arity_bits()
     arity = 2**arity_bits
 
     def mx(acc, v, m):
@@ -329,13 +329,21 @@ def select_ranks(fold, ranks, count: int, dtype, sample_fn, *, block_entries: in
             whole source (identical on every device).
         block_entries: the largest number of entries ``fold`` passes to ``fn`` at once.
         axis_name: the mesh axis over which the source is split (inside ``shard_map``).
-        host: force (``True``) or forbid (``False``) the NumPy path; default :func:`use_host`.
+        host: force (``True``) or forbid (``False``) the NumPy path; default: the NumPy path in programs
+            lowered for the CPU where :func:`use_host` allows it, the device path elsewhere.
 
     Returns:
         ``[len(ranks)]`` values.
     """
     ranks = [int(r) for r in ranks]
-    host = use_host(dtype, axis_name) if host is None else host
+    if host is None:
+        if not use_host(dtype, axis_name):
+            host = False
+        else:
+            def run(on_host):
+                return lambda: select_ranks(fold, ranks, count, dtype, sample_fn, block_entries=block_entries,
+                                            axis_name=axis_name, host=on_host)
+            return on_cpu_else(run(True), run(False))
     m = _sample_size(count)
     lo_r, hi_r = _bracket_ranks(ranks, count, m)
     sample = _sample_values(sample_fn, m, dtype, host)

@@ -223,8 +223,12 @@ def _loop(method, target, optimizer, diag_kernel, state, rng_key, run_id, n_chun
         state = _where_tree(active & info.finite, new, state)
         if interruptible:
             look = active & (state.step % INTERRUPT_CHECK_EVERY == 0)
-            stopped = stopped | jax.lax.cond(
-                look, lambda: jax.pure_callback(_interrupted, jax.ShapeDtypeStruct((), jnp.bool_), run_id),
+            # a look at Ctrl-C from inside the loop on the CPU only; on accelerators the loop holds no host
+            # round-trip and Ctrl-C is seen between segments (the host's loop below)
+            stopped = stopped | on_cpu_else(
+                lambda: jax.lax.cond(
+                    look, lambda: jax.pure_callback(_interrupted, jax.ShapeDtypeStruct((), jnp.bool_), run_id),
+                    lambda: jnp.asarray(False)),
                 lambda: jnp.asarray(False))
         return (state, failed, stopped), info
 

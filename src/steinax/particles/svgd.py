@@ -31,6 +31,7 @@ from jax.sharding import Mesh, PartitionSpec
 
 from steinax._validation import check_block_size, check_particles, check_scores
 from steinax.kernels.base import RBF, AbstractKernel, as_kernel
+from steinax.kernels.fused import check_engine, fused_direction, with_engine
 from steinax.kernels.pairwise import pairwise_plan, scan_row_blocks, squared_distances
 from steinax.particles.base import AbstractParticleMethod
 from steinax.sharding import check_mesh, particle_spec
@@ -77,7 +78,7 @@ def _direction_rows(x_rows, particles, scores, kernel, sqdist_rows=None, row_ind
 
 
 @eqx.filter_jit
-def _svgd(particles, scores, kernel, block_size):
+def _svgd(particles, scores, kernel, block_size, engine="auto", precision="float32"):
     """Resolve ``kernel`` on the particles and return ``(phi, resolved kernel)``.
 
     The layout is :func:`~steinax.kernels.pairwise.pairwise_plan`'s: for a median
@@ -85,7 +86,9 @@ def _svgd(particles, scores, kernel, block_size):
     one pass) and the direction is one whole-matrix pass over them (at most three
     ``[n, n]`` arrays: the product, the distances if XLA writes them out, the
     kernel); otherwise the direction is computed in row blocks, recomputing the
-    distances, so memory stays ``O(block * n)``.
+    distances, so memory stays ``O(block * n)``, or, for the kernels
+    :mod:`steinax.kernels.fused` serves, by its fused kernel (``engine``; by default
+    on CUDA), which holds only ``O(n d)``.
     """
     n = particles.shape[0]
     plan = pairwise_plan(n, particles.dtype, block_size, store_wanted=kernel.reads_distances)
@@ -102,7 +105,10 @@ def _svgd(particles, scores, kernel, block_size):
         def block(acc, idx, xr):
             return acc, _direction_rows(xr, particles, scores, kernel, row_index=idx)
 
-        rows = scan_row_blocks(block, (), n, plan.rows, particles)[1]
+        rows = with_engine(
+            engine, kernel, particles.shape[1],
+            lambda interpret: fused_direction(particles, scores, kernel, precision=precision, interpret=interpret),
+            lambda: scan_row_blocks(block, (), n, plan.rows, particles)[1])
     return rows / n, kernel
 
 
@@ -136,7 +142,8 @@ def _svgd_sharded(particles, scores, kernel, block_size, mesh):
 
 
 def svgd_direction(
-    particles: jax.Array, scores: jax.Array, kernel: AbstractKernel | None = None, *, block_size: int | None = None
+    particles: jax.Array, scores: jax.Array, kernel: AbstractKernel | None = None, *, block_size: int | None = None,
+    engine: str = "auto", precision: str = "float32",
 ) -> jax.Array:
     """SVGD direction ``phi(x_i)`` of eq. 12 of the MK-SVGD paper, for every particle.
 
@@ -147,6 +154,11 @@ def svgd_direction(
         block_size: rows per block, bounding memory to O(block_size * n) (no ``[n, n]``
             matrix is stored); default: automatic, from ``n``, the dtype and the free
             memory (:func:`~steinax.kernels.pairwise.pairwise_plan`).
+        engine: ``"auto"`` (the fused kernel of :mod:`steinax.kernels.fused` in programs
+            lowered for CUDA, where the kernel is one it fuses; the XLA form elsewhere),
+            ``"xla"``, or ``"fused"`` (everywhere; interpreted off CUDA, slow: for tests).
+        precision: the fused kernel's products, ``"float32"`` (default) or ``"tf32"``
+            (:mod:`steinax.kernels.fused`).
 
     Returns:
         ``[n, d]`` ascent direction.
@@ -160,7 +172,8 @@ def svgd_direction(
     particles = check_particles(particles)
     scores = check_scores(scores, particles)
     check_block_size(block_size)
-    return _svgd(particles, scores, as_kernel(kernel, RBF("liu")), block_size)[0]
+    check_engine(engine, precision)
+    return _svgd(particles, scores, as_kernel(kernel, RBF("liu")), block_size, engine, precision)[0]
 
 
 def kernel_info(kernel: AbstractKernel) -> dict:
@@ -176,10 +189,13 @@ class SVGD(AbstractParticleMethod):
     kernel: AbstractKernel
     block_size: int | None = None
     mesh: Mesh | None = eqx.field(default=None, static=True)
+    engine: str = eqx.field(default="auto", static=True)
+    precision: str = eqx.field(default="float32", static=True)
 
     def __check_init__(self):
         as_kernel(self.kernel, None)
         check_block_size(self.block_size)
+        check_engine(self.engine, self.precision)
         if self.mesh is not None:
             check_mesh(self.mesh)
 
@@ -188,11 +204,12 @@ class SVGD(AbstractParticleMethod):
         if self.mesh is not None:
             phi, kernel = _svgd_sharded(particles, scores, self.kernel, self.block_size, self.mesh)
         else:
-            phi, kernel = _svgd(particles, scores, self.kernel, self.block_size)
+            phi, kernel = _svgd(particles, scores, self.kernel, self.block_size, self.engine, self.precision)
         return phi, aux, kernel_info(kernel)
 
 
-def svgd(kernel: AbstractKernel | None = None, *, block_size: int | None = None, mesh: Mesh | None = None) -> SVGD:
+def svgd(kernel: AbstractKernel | None = None, *, block_size: int | None = None, mesh: Mesh | None = None,
+         engine: str = "auto", precision: str = "float32") -> SVGD:
     """Stein variational gradient descent with a scalar kernel.
 
     Args:
@@ -202,6 +219,8 @@ def svgd(kernel: AbstractKernel | None = None, *, block_size: int | None = None,
         mesh: shard the particles along ``n`` over this one-axis device mesh
             (:mod:`steinax.sharding`; ``n`` must be a multiple of its size). The
             result equals the single-device run to float rounding.
+        engine, precision: the pairwise layout and the fused kernel's products, as for
+            :func:`svgd_direction` (default: fused on CUDA in float32, XLA elsewhere).
 
     Example:
         >>> import jax, optax, steinax
@@ -214,4 +233,5 @@ def svgd(kernel: AbstractKernel | None = None, *, block_size: int | None = None,
         >>> bool(jnp.all(jnp.abs(res.particles.mean(0)) < 0.2))
         True
     """
-    return SVGD(kernel=as_kernel(kernel, RBF("liu")), block_size=block_size, mesh=mesh)
+    return SVGD(kernel=as_kernel(kernel, RBF("liu")), block_size=block_size, mesh=mesh, engine=engine,
+                precision=precision)

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 
 from steinax._validation import check_block_size, check_finite_statistic, check_particles, check_scores
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel, imq_fast_path
+from steinax.kernels.fused import check_engine, fused_stein_row_sums, with_engine
 from steinax.kernels.pairwise import fold_row_blocks, pairwise_plan, squared_distances
 
 __all__ = ["block_ksd", "stein_kernel_pairs", "SteinTerms", "stein_terms", "stein_kernel_from_terms", "stein_kernel_from_profile", "stein_kernel_matrix", "stein_kernel_row_sums", "ksd", "ESTIMATORS"]
@@ -226,6 +227,8 @@ def ksd(
     *,
     block_size: int | None = None,
     squared: bool = True,
+    engine: str = "auto",
+    precision: str = "float32",
 ) -> jax.Array:
     """Squared kernel Stein discrepancy ``S(q || p)`` (MK-SVGD paper, eq. 14).
 
@@ -245,6 +248,9 @@ def ksd(
         block_size: evaluate in row blocks of this size, memory O(block_size * n);
             default automatic (:func:`~steinax.kernels.pairwise.pairwise_plan`).
         squared: ``True`` (default) returns ``S``; ``False`` returns ``sqrt(S)`` (V-statistic only).
+        engine, precision: ``"auto"`` (default: the fused kernel of :mod:`steinax.kernels.fused`
+            in programs lowered for CUDA, for the kernels it serves), ``"xla"`` or ``"fused"``
+            (everywhere, interpreted off CUDA); the fused kernel's products, ``"float32"`` or ``"tf32"``.
 
     Returns:
         A scalar of the particles' dtype.
@@ -260,8 +266,9 @@ def ksd(
     scores = check_scores(scores, particles)
     check_estimator(estimator, particles.shape[0], squared)
     check_block_size(block_size)
+    check_engine(engine, precision)
     kernel = as_kernel(kernel, IMQ())
-    value = _ksd(particles, scores, kernel, estimator, block_size)
+    value = _ksd(particles, scores, kernel, estimator, block_size, engine, precision)
     check_finite_statistic(value, "the squared KSD", scores)
     return value if squared else jnp.sqrt(value)
 
@@ -277,7 +284,7 @@ def check_estimator(estimator: str, n: int, squared: bool = True) -> None:
 
 
 @eqx.filter_jit
-def _ksd(particles, scores, kernel, estimator, block_size):
+def _ksd(particles, scores, kernel, estimator, block_size, engine="auto", precision="float32"):
     """Squared KSD without input checks (see :func:`ksd`).
 
     Layout by :func:`~steinax.kernels.pairwise.pairwise_plan`: one fused pass
@@ -290,7 +297,9 @@ def _ksd(particles, scores, kernel, estimator, block_size):
     measured on the CPU backend: the row sums take 4.0 instead of 6.4 ms at
     n = 1000, d = 100 and 130 instead of 141 ms at n = 5000, d = 100, but at d = 10
     (n = 5000: 58 against 37 ms) or in blocks of 104 rows (n = 20,000, d = 100:
-    2.87 against 2.66 s) the fused terms win.
+    2.87 against 2.66 s) the fused terms win. Without stored distances, kernels that
+    :mod:`steinax.kernels.fused` serves are summed by its fused kernel as ``engine`` asks
+    (by default in programs lowered for CUDA).
     """
     n, d = particles.shape
     plan = pairwise_plan(n, particles.dtype, block_size, store_wanted=kernel.reads_distances, arrays=6)
@@ -298,19 +307,33 @@ def _ksd(particles, scores, kernel, estimator, block_size):
     kernel = kernel.resolve(particles, sqdist, None if plan.store else plan.rows)
     row_sums = d >= 32 and (plan.rows is None or plan.rows >= 256)
 
-    def rows(acc, row_index, xr, sr, *dr):
-        def block(kernel):
-            if row_sums:
-                sums = stein_kernel_row_sums(xr, sr, particles, scores, kernel, dr[0] if dr else None, row_index)
-                return jnp.sum(jnp.where(row_index >= 0, sums, 0.0))
-            terms = stein_terms(xr, sr, particles, scores, kernel.scale, dr[0] if dr else None, for_sums=True,
-                                row_index=row_index)
-            return jnp.sum(jnp.where((row_index >= 0)[:, None], stein_kernel_from_terms(kernel, terms), 0.0))
+    def xla_total(kernel, fast_path=True):
+        def rows(acc, row_index, xr, sr, *dr):
+            def block(kernel):
+                if row_sums:
+                    sums = stein_kernel_row_sums(xr, sr, particles, scores, kernel, dr[0] if dr else None, row_index)
+                    return jnp.sum(jnp.where(row_index >= 0, sums, 0.0))
+                terms = stein_terms(xr, sr, particles, scores, kernel.scale, dr[0] if dr else None, for_sums=True,
+                                    row_index=row_index)
+                return jnp.sum(jnp.where((row_index >= 0)[:, None], stein_kernel_from_terms(kernel, terms), 0.0))
 
-        return acc + imq_fast_path(kernel, block)
+            return acc + (imq_fast_path(kernel, block) if fast_path else block(kernel))
 
-    extra = (sqdist,) if plan.store else ()
-    total = fold_row_blocks(rows, jnp.zeros((), particles.dtype), n, plan.rows, particles, scores, *extra)
+        extra = (sqdist,) if plan.store else ()
+        return fold_row_blocks(rows, jnp.zeros((), particles.dtype), n, plan.rows, particles, scores, *extra)
+
+    if plan.store or engine == "xla":
+        total = xla_total(kernel)
+    else:
+        # the fused kernel serves an IMQ once beta = -1/2 is checked at run time (imq_fast_path's branch)
+        def pick(k):
+            return with_engine(
+                engine, k, d,
+                lambda interpret: jnp.sum(fused_stein_row_sums(particles, scores, k, precision=precision,
+                                                               interpret=interpret)),
+                lambda: xla_total(k, fast_path=False))
+
+        total = imq_fast_path(kernel, pick)
     if estimator == "v":
         return total / float(n * n)
     return (total - jnp.sum(_stein_kernel_diagonal(particles, scores, kernel))) / float(n * (n - 1))

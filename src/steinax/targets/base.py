@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from steinax._linalg import lapack_calls
+from steinax._platform import on_cpu_else
 
 CURVATURES = ("hessian", "gauss_newton", "fisher", "kfac")
 MINIBATCH_SAMPLING = ("auto", "without_replacement", "with_replacement")
@@ -307,11 +308,14 @@ def check_target(target: AbstractTarget, rng_key: jax.Array, particles: jax.Arra
 def _per_particle_if_needed(fn, rng_key, particles):
     """``fn(rng_key, particles)``, one particle at a time on the CPU backend when the batched program holds a
     batched LAPACK call (the jaxlib 0.10 stall, see :func:`evaluate`); as one batched call otherwise."""
-    if particles.ndim == 2 and particles.shape[0] > 1 and jax.default_backend() == "cpu":
+    if particles.ndim == 2 and particles.shape[0] > 1:
         spec = (jax.ShapeDtypeStruct(rng_key.shape, rng_key.dtype), jax.ShapeDtypeStruct(particles.shape, particles.dtype))
         if lapack_calls(fn, *spec, batched_only=True):
-            out = jax.lax.map(lambda x: fn(rng_key, x[None]), particles)
-            return jax.tree_util.tree_map(lambda a: a[:, 0], out)
+            def one_at_a_time(key, x):
+                out = jax.lax.map(lambda xi: fn(key, xi[None]), x)
+                return jax.tree_util.tree_map(lambda a: a[:, 0], out)
+
+            return on_cpu_else(one_at_a_time, fn, rng_key, particles)
     return fn(rng_key, particles)
 
 
@@ -330,7 +334,9 @@ def evaluate(target: AbstractTarget, rng_key: jax.Array, particles: jax.Array):
     particles are evaluated one at a time (``lax.map``): every LAPACK call then holds one
     matrix and never waits on the pool. The results are the same values (the same
     operations per particle); a stochastic target gets the same key, so the same minibatch,
-    for every particle. Other backends and targets without such calls run batched.
+    for every particle. The choice is made per platform when the program is lowered
+    (:func:`steinax._platform.on_cpu_else`): on accelerators, and for targets without such
+    calls, the particles are evaluated batched.
     """
     return _per_particle_if_needed(target.evaluate, rng_key, particles)
 
