@@ -90,12 +90,16 @@ def test_the_cpu_program_still_selects_on_the_host():
     assert _callbacks(text)
 
 
-def test_ksd_exports_for_cuda():
+@pytest.mark.parametrize("engine", ["auto", "fused"])
+def test_ksd_exports_for_cuda(engine):
     spec = jax.ShapeDtypeStruct((50_000, 10), jnp.float32)
     with tracing_for("cuda"):
-        exported = export.export(jax.jit(lambda x, s: ksd(x, s)), platforms=("cuda",), disabled_checks=_TRITON)(spec, spec)
-    calls = _custom_calls(exported.mlir_module())
-    assert not _callbacks(exported.mlir_module()) and "__gpu$xla.gpu.triton" in calls  # the fused kernel on CUDA
+        exported = export.export(jax.jit(lambda x, s: ksd(x, s, engine=engine)), platforms=("cuda",),
+                                 disabled_checks=_TRITON)(spec, spec)
+    text = exported.mlir_module()
+    assert not _callbacks(text)
+    # the Pallas kernel is compiled on CUDA when asked for (Triton), and not otherwise
+    assert ("__gpu$xla.gpu.triton" in _custom_calls(text)) == (engine == "fused")
 
 
 # ---------------------------------------------------------------- the accelerator's branches, run on the CPU

@@ -55,7 +55,7 @@ import numpy as np
 
 from steinax._host import host_call
 from steinax._platform import on_cpu_else
-from steinax.kernels.pairwise import fold_row_blocks, squared_distances
+from steinax.kernels.pairwise import fold_row_blocks, pairwise_plan, squared_distances
 from steinax.kernels.select import POOL_WORKERS, _pool, _uint_type, dense_source, host_select, kth_from_source, select_ranks, use_host
 
 __all__ = ["BANDWIDTH_RULES", "median_bandwidth", "median_squared_distance", "kth_smallest"]
@@ -602,7 +602,9 @@ def median_bandwidth(
             computed (reused, not recomputed).
         block_size: when set (and ``sqdist`` is not given), distances are
             recomputed in row blocks of this size at each counting pass, so
-            memory stays O(block_size * n); the result is identical.
+            memory stays O(block_size * n); the result is identical. Default: the
+            engines' layout (:func:`~steinax.kernels.pairwise.pairwise_plan`): the
+            distances are stored only when they fit.
         rng_key: ``"liu_subsampled"`` only: a random subset (default: strided rows).
         max_points: subsample size of ``"liu_subsampled"``.
         axis_name: inside ``shard_map`` over the particles: the mesh axis; ``particles``
@@ -622,6 +624,11 @@ def median_bandwidth(
         count = n * (n - 1) // 2 if pairs else n * n
         if count == 0:
             return _finalise(jnp.zeros((), dtype), n)
+        if sqdist is None and block_size is None and axis_name is None:
+            # the engines' layout: store the distances only when they fit (n = 10^5 would be 40 GB)
+            plan = pairwise_plan(n, dtype, None, store_wanted=True)
+            if not plan.store:
+                return _finalise(_blocked_median(particles, plan.rows, pairs, None), n)
         if axis_name is not None or (sqdist is None and block_size is not None and block_size < n):
             return _finalise(_blocked_median(particles, block_size, pairs, axis_name), n)
         if sqdist is None:

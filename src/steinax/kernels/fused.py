@@ -19,17 +19,21 @@ back afterwards (``kappa(c^2 s') = c^(2 beta) (1 + s')^beta`` and its derivative
 formulas are those of :func:`steinax.particles.svgd.stein_direction_rows` and
 :func:`steinax.stein.ksd.stein_kernel_row_sums`; this module only lays them out.
 
-**Precision policy** (``precision``):
+**Precision policy** (``precision``, the same for the XLA form and this one):
 
-- ``"float32"`` (default): every product in IEEE float32 (``Precision.HIGHEST``).
-- ``"tf32"``: the accumulating products (kernel times scores and points) in TF32
-  on tensor cores (10-bit mantissa, relative error about ``5e-4`` per term,
-  averaged over ``n`` terms); the distance product stays float32, because
-  ``||x||^2 + ||y||^2 - 2 x.y`` cancels and a TF32 error of ``5e-4 ||x||^2`` there
-  would move every kernel value.
+- The distance product is always IEEE float32 (``Precision.HIGHEST``), because
+  ``||x||^2 + ||y||^2 - 2 x.y`` cancels: a TF32 error of ``5e-4 ||x||^2`` there would
+  move every kernel value (:func:`~steinax.kernels.pairwise.squared_distances` too).
+- The accumulating products (kernel times scores and points):
+  ``"default"`` follows JAX's default matmul precision (``jax_default_matmul_precision``):
+  IEEE float32 on CPUs, TF32 on NVIDIA tensor cores; ``"float32"`` forces IEEE float32;
+  ``"tf32"`` asks for TF32 (10-bit mantissa, relative error about ``5e-4`` per term).
 
-Both are checked against float64 references (tests on CPU in Pallas's interpret
-mode; the GPU benchmark prints the errors beside the times). Distances within the
+Measured on an H200 against a float64 reference (n = 4096, d = 100,
+``benchmarks/bench_gpu.py``): the direction's largest relative error is ``5e-6``
+in float32 and ``3.8e-4`` with TF32 products; the KSD's ``6e-8`` and ``3e-6``. The
+tests check both forms against float64 references on the CPU (Pallas's
+interpreter). Distances within the
 expanded form's rounding bound are exactly 0, as in
 :func:`~steinax.kernels.pairwise.squared_distances`.
 
@@ -44,6 +48,7 @@ form is as fast.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 
@@ -53,9 +58,9 @@ import jax.numpy as jnp
 from steinax._platform import forced_branch, on_cuda_else
 from steinax.kernels.pairwise import _rounding_floor
 
-__all__ = ["ENGINES", "PRECISIONS", "MAX_FUSED_DIM", "check_engine", "with_engine", "fused_family", "fused_direction", "fused_stein_row_sums"]
+__all__ = ["ENGINES", "PRECISIONS", "MAX_FUSED_DIM", "check_engine", "with_engine", "product_precision", "products_at", "fused_family", "fused_direction", "fused_stein_row_sums"]
 
-PRECISIONS = ("float32", "tf32")
+PRECISIONS = ("default", "float32", "tf32")
 MAX_FUSED_DIM = 256  # padded dimension: accumulators of tile_rows x 256 float32 still fit the registers
 
 
@@ -63,9 +68,13 @@ ENGINES = ("auto", "xla", "fused")
 
 
 def check_engine(engine: str, precision: str) -> None:
-    """Validate an ``engine`` (``"auto"``: the fused kernel where it is compiled, on CUDA, and the XLA form
-    elsewhere; ``"xla"``; ``"fused"``: the fused kernel everywhere, interpreted off CUDA, for tests) and a
-    ``precision``."""
+    """Validate an ``engine`` and a ``precision``.
+
+    ``"auto"`` and ``"xla"``: the XLA form (row blocks of cuBLAS/Eigen products), which
+    measured faster than this module's kernels on an H200 (module docstring);
+    ``"fused"``: the fused kernel, compiled on CUDA and interpreted elsewhere (slow:
+    tests), for runs whose memory cannot hold a ``[rows, n]`` block.
+    """
     if engine not in ENGINES:
         raise ValueError(f"`engine` must be one of {ENGINES}; received {engine!r}")
     _check_precision(precision)
@@ -74,22 +83,39 @@ def check_engine(engine: str, precision: str) -> None:
 def with_engine(engine: str, kernel, d: int, fused, xla):
     """``fused(interpret)`` or ``xla()`` as ``engine`` asks, for a resolved ``kernel`` in ``d`` dimensions.
 
-    The fused form serves kernels of :func:`fused_family` with ``d <= MAX_FUSED_DIM`` (padded);
-    others use the XLA form whatever the engine. ``"auto"`` chooses per platform when the
-    program is lowered (CUDA: the compiled kernel).
+    The fused form serves kernels of :func:`fused_family` with ``d <= MAX_FUSED_DIM`` (padded)
+    when ``engine == "fused"``; everything else uses the XLA form.
     """
-    if engine == "xla" or fused_family(kernel) is None or _pow2(d) > MAX_FUSED_DIM:
+    if engine != "fused" or fused_family(kernel) is None or _pow2(d) > MAX_FUSED_DIM:
         return xla()
-    if engine == "fused":
-        return fused(None)
-    if forced_branch() is not None:  # tests: the accelerator's branch is the fused kernel, interpreted
-        return fused(True) if forced_branch() == "accelerator" else xla()
-    return on_cuda_else(lambda: fused(False), xla)
+    return fused(None)
+
+
+def with_engine_at(engine: str, precision: str, kernel, d: int, fused, xla):
+    """:func:`with_engine` with the XLA form's products traced at ``precision`` (:func:`products_at`)."""
+    def xla_at():
+        with products_at(precision):
+            return xla()
+
+    return with_engine(engine, kernel, d, fused, xla_at)
 
 
 def _check_precision(precision: str) -> None:
     if precision not in PRECISIONS:
         raise ValueError(f"`precision` must be one of {PRECISIONS}; received {precision!r}")
+
+
+def products_at(precision: str):
+    """A context in which the XLA form's products are traced at ``precision`` (``jax.default_matmul_precision``;
+    ``"default"`` changes nothing)."""
+    if precision == "default":
+        return contextlib.nullcontext()
+    return jax.default_matmul_precision({"float32": "highest", "tf32": "tensorfloat32"}[precision])
+
+
+def product_precision(precision: str):
+    """The ``jax.lax.Precision`` of the accumulating products for a policy name (module docstring)."""
+    return {"default": None, "float32": jax.lax.Precision.HIGHEST, "tf32": jax.lax.Precision.DEFAULT}[precision]
 
 
 def fused_family(kernel) -> str | None:
@@ -126,7 +152,7 @@ def _pow2(d: int) -> int:
 def _tiles(dp: int, tile) -> tuple[int, int]:
     if tile is not None:
         return tile
-    return (64, 64) if dp <= 128 else (32, 32)
+    return (32, 64) if dp <= 128 else (32, 32)  # n = 10^5, d = 100 on an H200: 0.51 s; 64 x 64: 5.4 s (spills)
 
 
 def _pad(a, rows: int, cols: int):
@@ -293,7 +319,7 @@ def _prepare(particles, scores, a, tile):
     return x, s, norms, w, (n, d, dp, bm, bn, n_pad)
 
 
-def fused_direction(particles, scores, kernel, *, precision: str = "float32", tile=None, interpret=None):
+def fused_direction(particles, scores, kernel, *, precision: str = "default", tile=None, interpret=None):
     """``n * phi(x_i)`` (the SVGD direction times ``n``, MK-SVGD paper eq. 12) for a fusable kernel.
 
     The formula is :func:`steinax.particles.svgd.stein_direction_rows`'s,
@@ -303,7 +329,7 @@ def fused_direction(particles, scores, kernel, *, precision: str = "float32", ti
     Args:
         particles, scores: ``[n, d]``; ``d`` at most :data:`MAX_FUSED_DIM` (padded).
         kernel: a resolved kernel of :func:`fused_family`.
-        precision: ``"float32"`` or ``"tf32"`` (module docstring).
+        precision: ``"default"``, ``"float32"`` or ``"tf32"`` (module docstring).
         tile: ``(rows, cols)`` per tile, powers of two (default by the padded dimension).
         interpret: ``None`` (default): compiled in programs lowered for CUDA, interpreted
             elsewhere; ``True`` forces the interpreter; ``False`` the compiled kernel (CUDA only).
@@ -319,7 +345,7 @@ def fused_direction(particles, scores, kernel, *, precision: str = "float32", ti
     x, s, norms, w, (n, d, dp, bm, bn, n_pad) = _prepare(particles, scores, a, tile)
     if dp > MAX_FUSED_DIM:
         raise ValueError(f"`particles` has d = {d}; the fused form serves d <= {MAX_FUSED_DIM}")
-    product = jax.lax.Precision.HIGHEST if precision == "float32" else jax.lax.Precision.DEFAULT
+    product = product_precision(precision) or jax.lax.Precision.DEFAULT
     opts = dict(bn=bn, n_tiles=n_pad // bn, floor=_rounding_floor(d, jnp.float32), product=product)
     f32 = jnp.float32
     # the constants of kappa(c^2 s') = c^(2 beta) (1 + s')^beta and of the repulsion 2/h (x = a x'): see the
@@ -343,7 +369,7 @@ def fused_direction(particles, scores, kernel, *, precision: str = "float32", ti
     return out[:n, :d].astype(particles.dtype)
 
 
-def fused_stein_row_sums(particles, scores, kernel, *, precision: str = "float32", tile=None, interpret=None):
+def fused_stein_row_sums(particles, scores, kernel, *, precision: str = "default", tile=None, interpret=None):
     """``[n]`` row sums of the Langevin Stein kernel over all particles, for a fusable kernel.
 
     ``u = kappa G + kappa' C1 + kappa'' C2`` (:meth:`steinax.stein.ksd.SteinTerms.coefficients`)
@@ -359,7 +385,7 @@ def fused_stein_row_sums(particles, scores, kernel, *, precision: str = "float32
     x, s, norms, w, (n, d, dp, bm, bn, n_pad) = _prepare(particles, scores, a, tile)
     if dp > MAX_FUSED_DIM:
         raise ValueError(f"`particles` has d = {d}; the fused form serves d <= {MAX_FUSED_DIM}")
-    product = jax.lax.Precision.HIGHEST if precision == "float32" else jax.lax.Precision.DEFAULT
+    product = product_precision(precision) or jax.lax.Precision.DEFAULT
     q = jnp.sum(x * s, axis=1)
     f32 = jnp.float32
     kern = functools.partial(_stein_kernel, bn=bn, n_tiles=n_pad // bn, family=family, floor=_rounding_floor(d, jnp.float32),

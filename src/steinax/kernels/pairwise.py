@@ -38,8 +38,10 @@ __all__ = [
 # in bytes), so a default run never needs more than a fraction of the machine.
 
 _CPU_BLOCK_ENTRIES = 2**21
-_STORE_MAX_ENTRIES = 2**26  # n of about 8192: beyond, the product, the packed triangle and the kernel matrix
+_STORE_MAX_ENTRIES = 2**26  # CPU: n of about 8192: beyond, the product, the packed triangle and the kernel matrix
 # (about 2.5 n^2 values: 1 GB in float32 at n = 10,000) outweigh the recomputation row blocks pay
+_STORE_MAX_ENTRIES_ACCELERATOR = 2**30  # accelerators: as long as the budget holds them (n up to 32768; the
+# packed triangle's n^2 / 2 entries stay int32-indexable)
 _BUDGET_FRACTION = 4
 
 
@@ -127,7 +129,8 @@ def pairwise_plan(
     The distances are stored (so a median rule reads them in one pass instead of
     recomputing them) when ``store_wanted``, three ``[n, n]`` arrays (the product, the
     median's packed triangle, the kernel matrix) take at most the budget, and the
-    matrix has at most 2^26 entries (``n`` up to about 8192).
+    matrix has at most 2^26 entries on the CPU (``n`` up to about 8192; beyond, the
+    recomputation is cheaper than the memory traffic) or 2^30 on accelerators.
     ``columns``: the number of columns when it differs from ``n`` (a device's rows
     against all particles, :mod:`steinax.sharding`).
     """
@@ -135,7 +138,8 @@ def pairwise_plan(
         return PairwisePlan(False, None if block_size >= n else int(block_size))
     m = n if columns is None else columns
     budget = memory_budget()
-    store = store_wanted and 3 * n * m * jnp.dtype(dtype).itemsize <= budget and n * m <= _STORE_MAX_ENTRIES
+    most = _STORE_MAX_ENTRIES if layout_platform() == "cpu" else _STORE_MAX_ENTRIES_ACCELERATOR
+    store = store_wanted and 3 * n * m * jnp.dtype(dtype).itemsize <= budget and n * m <= most
     rest = budget - (n * m * jnp.dtype(dtype).itemsize if store else 0)
     return PairwisePlan(store, auto_block_size(n, m, dtype, arrays=arrays, budget=max(1, rest)))
 

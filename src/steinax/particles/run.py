@@ -43,6 +43,7 @@ import numpy as np
 import optax
 
 from steinax._io import check_writable
+from steinax._platform import on_cpu_else
 from steinax._validation import check_key, check_particles
 from steinax.checkpoint import CheckpointMismatchError, fingerprint_tree, load_checkpoint, save_checkpoint
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel

@@ -31,7 +31,7 @@ from jax.sharding import Mesh, PartitionSpec
 
 from steinax._validation import check_block_size, check_particles, check_scores
 from steinax.kernels.base import RBF, AbstractKernel, as_kernel
-from steinax.kernels.fused import check_engine, fused_direction, with_engine
+from steinax.kernels.fused import check_engine, fused_direction, products_at, with_engine_at
 from steinax.kernels.pairwise import pairwise_plan, scan_row_blocks, squared_distances
 from steinax.particles.base import AbstractParticleMethod
 from steinax.sharding import check_mesh, particle_spec
@@ -78,7 +78,7 @@ def _direction_rows(x_rows, particles, scores, kernel, sqdist_rows=None, row_ind
 
 
 @eqx.filter_jit
-def _svgd(particles, scores, kernel, block_size, engine="auto", precision="float32"):
+def _svgd(particles, scores, kernel, block_size, engine="auto", precision="default"):
     """Resolve ``kernel`` on the particles and return ``(phi, resolved kernel)``.
 
     The layout is :func:`~steinax.kernels.pairwise.pairwise_plan`'s: for a median
@@ -86,9 +86,8 @@ def _svgd(particles, scores, kernel, block_size, engine="auto", precision="float
     one pass) and the direction is one whole-matrix pass over them (at most three
     ``[n, n]`` arrays: the product, the distances if XLA writes them out, the
     kernel); otherwise the direction is computed in row blocks, recomputing the
-    distances, so memory stays ``O(block * n)``, or, for the kernels
-    :mod:`steinax.kernels.fused` serves, by its fused kernel (``engine``; by default
-    on CUDA), which holds only ``O(n d)``.
+    distances, so memory stays ``O(block * n)``, or, with ``engine="fused"`` and a
+    kernel :mod:`steinax.kernels.fused` serves, by its fused kernel (``O(n d)``).
     """
     n = particles.shape[0]
     plan = pairwise_plan(n, particles.dtype, block_size, store_wanted=kernel.reads_distances)
@@ -98,15 +97,16 @@ def _svgd(particles, scores, kernel, block_size, engine="auto", precision="float
 
         # one whole-matrix pass: the stored distances' elementwise corrections fuse into the kernel's
         # exponential (row blocks would read a written-out matrix; 84 vs 98 ms at n = 5000, d = 100 on CPU)
-        rows = _direction_rows(particles, particles, scores, kernel, sqdist)
+        with products_at(precision):
+            rows = _direction_rows(particles, particles, scores, kernel, sqdist)
     else:
         kernel = kernel.resolve(particles, None, plan.rows)
 
         def block(acc, idx, xr):
             return acc, _direction_rows(xr, particles, scores, kernel, row_index=idx)
 
-        rows = with_engine(
-            engine, kernel, particles.shape[1],
+        rows = with_engine_at(
+            engine, precision, kernel, particles.shape[1],
             lambda interpret: fused_direction(particles, scores, kernel, precision=precision, interpret=interpret),
             lambda: scan_row_blocks(block, (), n, plan.rows, particles)[1])
     return rows / n, kernel
@@ -143,7 +143,7 @@ def _svgd_sharded(particles, scores, kernel, block_size, mesh):
 
 def svgd_direction(
     particles: jax.Array, scores: jax.Array, kernel: AbstractKernel | None = None, *, block_size: int | None = None,
-    engine: str = "auto", precision: str = "float32",
+    engine: str = "auto", precision: str = "default",
 ) -> jax.Array:
     """SVGD direction ``phi(x_i)`` of eq. 12 of the MK-SVGD paper, for every particle.
 
@@ -154,11 +154,14 @@ def svgd_direction(
         block_size: rows per block, bounding memory to O(block_size * n) (no ``[n, n]``
             matrix is stored); default: automatic, from ``n``, the dtype and the free
             memory (:func:`~steinax.kernels.pairwise.pairwise_plan`).
-        engine: ``"auto"`` (the fused kernel of :mod:`steinax.kernels.fused` in programs
-            lowered for CUDA, where the kernel is one it fuses; the XLA form elsewhere),
-            ``"xla"``, or ``"fused"`` (everywhere; interpreted off CUDA, slow: for tests).
-        precision: the fused kernel's products, ``"float32"`` (default) or ``"tf32"``
-            (:mod:`steinax.kernels.fused`).
+        engine: ``"auto"`` or ``"xla"``: row blocks of matrix products (measured fastest
+            on CPUs and on an H200); ``"fused"``: the Pallas kernel of
+            :mod:`steinax.kernels.fused` (memory O(n d); compiled on CUDA, interpreted
+            elsewhere), for kernels it serves.
+        precision: the products of kernel values with scores and points: ``"default"``
+            (JAX's default matmul precision: float32 on CPUs, TF32 on NVIDIA tensor
+            cores), ``"float32"`` or ``"tf32"``; distances are always float32
+            (:mod:`steinax.kernels.fused`'s policy).
 
     Returns:
         ``[n, d]`` ascent direction.
@@ -209,7 +212,7 @@ class SVGD(AbstractParticleMethod):
 
 
 def svgd(kernel: AbstractKernel | None = None, *, block_size: int | None = None, mesh: Mesh | None = None,
-         engine: str = "auto", precision: str = "float32") -> SVGD:
+         engine: str = "auto", precision: str = "default") -> SVGD:
     """Stein variational gradient descent with a scalar kernel.
 
     Args:
@@ -219,8 +222,8 @@ def svgd(kernel: AbstractKernel | None = None, *, block_size: int | None = None,
         mesh: shard the particles along ``n`` over this one-axis device mesh
             (:mod:`steinax.sharding`; ``n`` must be a multiple of its size). The
             result equals the single-device run to float rounding.
-        engine, precision: the pairwise layout and the fused kernel's products, as for
-            :func:`svgd_direction` (default: fused on CUDA in float32, XLA elsewhere).
+        engine, precision: the pairwise layout and the products' precision, as for
+            :func:`svgd_direction`.
 
     Example:
         >>> import jax, optax, steinax

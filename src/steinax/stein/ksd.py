@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from steinax._validation import check_block_size, check_finite_statistic, check_particles, check_scores
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel, imq_fast_path
-from steinax.kernels.fused import check_engine, fused_stein_row_sums, with_engine
+from steinax.kernels.fused import check_engine, fused_stein_row_sums, products_at, with_engine_at
 from steinax.kernels.pairwise import fold_row_blocks, pairwise_plan, squared_distances
 
 __all__ = ["block_ksd", "stein_kernel_pairs", "SteinTerms", "stein_terms", "stein_kernel_from_terms", "stein_kernel_from_profile", "stein_kernel_matrix", "stein_kernel_row_sums", "ksd", "ESTIMATORS"]
@@ -228,7 +228,7 @@ def ksd(
     block_size: int | None = None,
     squared: bool = True,
     engine: str = "auto",
-    precision: str = "float32",
+    precision: str = "default",
 ) -> jax.Array:
     """Squared kernel Stein discrepancy ``S(q || p)`` (MK-SVGD paper, eq. 14).
 
@@ -248,9 +248,10 @@ def ksd(
         block_size: evaluate in row blocks of this size, memory O(block_size * n);
             default automatic (:func:`~steinax.kernels.pairwise.pairwise_plan`).
         squared: ``True`` (default) returns ``S``; ``False`` returns ``sqrt(S)`` (V-statistic only).
-        engine, precision: ``"auto"`` (default: the fused kernel of :mod:`steinax.kernels.fused`
-            in programs lowered for CUDA, for the kernels it serves), ``"xla"`` or ``"fused"``
-            (everywhere, interpreted off CUDA); the fused kernel's products, ``"float32"`` or ``"tf32"``.
+        engine, precision: ``"auto"``/``"xla"`` (row blocks of matrix products, the fastest
+            measured) or ``"fused"`` (the Pallas kernel of :mod:`steinax.kernels.fused`, memory
+            O(n d), interpreted off CUDA); the products' precision, ``"default"`` (JAX's: TF32 on
+            NVIDIA tensor cores), ``"float32"`` or ``"tf32"`` (distances always float32).
 
     Returns:
         A scalar of the particles' dtype.
@@ -284,7 +285,7 @@ def check_estimator(estimator: str, n: int, squared: bool = True) -> None:
 
 
 @eqx.filter_jit
-def _ksd(particles, scores, kernel, estimator, block_size, engine="auto", precision="float32"):
+def _ksd(particles, scores, kernel, estimator, block_size, engine="auto", precision="default"):
     """Squared KSD without input checks (see :func:`ksd`).
 
     Layout by :func:`~steinax.kernels.pairwise.pairwise_plan`: one fused pass
@@ -297,9 +298,9 @@ def _ksd(particles, scores, kernel, estimator, block_size, engine="auto", precis
     measured on the CPU backend: the row sums take 4.0 instead of 6.4 ms at
     n = 1000, d = 100 and 130 instead of 141 ms at n = 5000, d = 100, but at d = 10
     (n = 5000: 58 against 37 ms) or in blocks of 104 rows (n = 20,000, d = 100:
-    2.87 against 2.66 s) the fused terms win. Without stored distances, kernels that
-    :mod:`steinax.kernels.fused` serves are summed by its fused kernel as ``engine`` asks
-    (by default in programs lowered for CUDA).
+    2.87 against 2.66 s) the fused terms win. With ``engine="fused"`` and no stored
+    distances, kernels that :mod:`steinax.kernels.fused` serves are summed by its
+    Pallas kernel; ``precision`` sets the products' precision (its policy).
     """
     n, d = particles.shape
     plan = pairwise_plan(n, particles.dtype, block_size, store_wanted=kernel.reads_distances, arrays=6)
@@ -322,13 +323,14 @@ def _ksd(particles, scores, kernel, estimator, block_size, engine="auto", precis
         extra = (sqdist,) if plan.store else ()
         return fold_row_blocks(rows, jnp.zeros((), particles.dtype), n, plan.rows, particles, scores, *extra)
 
-    if plan.store or engine == "xla":
-        total = xla_total(kernel)
+    if plan.store or engine != "fused":
+        with products_at(precision):
+            total = xla_total(kernel)
     else:
         # the fused kernel serves an IMQ once beta = -1/2 is checked at run time (imq_fast_path's branch)
         def pick(k):
-            return with_engine(
-                engine, k, d,
+            return with_engine_at(
+                engine, precision, k, d,
                 lambda interpret: jnp.sum(fused_stein_row_sums(particles, scores, k, precision=precision,
                                                                interpret=interpret)),
                 lambda: xla_total(k, fast_path=False))
