@@ -55,10 +55,10 @@ def _cases():
     gauss = steinax.targets.Gaussian(jnp.zeros(3), jnp.eye(3))
     gp = _gp_target()
     return {
-        # n = 64: the median reads stored distances (host selection on the CPU); n = 20,000: blocked median and,
-        # on CUDA, the fused direction
+        # n = 64: the median reads stored distances (host selection on the CPU); n = 40,000 (more than 2^30
+        # distances): blocked median and, on CUDA with d <= 16, the fused direction
         "svgd-median-stored": (steinax.svgd(), gauss, jnp.ones((64, 3))),
-        "svgd-median-blocked": (steinax.svgd(), gauss, jnp.ones((20_000, 3))),
+        "svgd-median-blocked": (steinax.svgd(), gauss, jnp.ones((40_000, 3))),
         "svgd-per-dimension": (steinax.svgd(RBF("per_dimension")), gauss, jnp.ones((64, 3))),
         "svgd-gp-target": (steinax.svgd(), gp, jnp.zeros((8, gp.dim))),
     }
@@ -72,6 +72,8 @@ def test_compiled_step_exports_for_cuda_without_host_callbacks(name):
         exported = export.export(jax.jit(step), platforms=("cuda",), disabled_checks=_TRITON)(state)
     assert exported.platforms == ("cuda",)
     assert not _callbacks(exported.mlir_module())
+    fused = "__gpu$xla.gpu.triton" in _custom_calls(exported.mlir_module())
+    assert fused == (name == "svgd-median-blocked")  # engine="auto": the Pallas kernel where it measured faster
 
 
 def test_export_for_cuda_refuses_a_host_callback():

@@ -58,10 +58,11 @@ import jax.numpy as jnp
 from steinax._platform import forced_branch, on_cuda_else
 from steinax.kernels.pairwise import _rounding_floor
 
-__all__ = ["ENGINES", "PRECISIONS", "MAX_FUSED_DIM", "check_engine", "with_engine", "product_precision", "products_at", "fused_family", "fused_direction", "fused_stein_row_sums"]
+__all__ = ["ENGINES", "PRECISIONS", "MAX_FUSED_DIM", "AUTO_FUSED_DIM", "check_engine", "with_engine", "product_precision", "products_at", "fused_family", "fused_direction", "fused_stein_row_sums"]
 
 PRECISIONS = ("default", "float32", "tf32")
 MAX_FUSED_DIM = 256  # padded dimension: accumulators of tile_rows x 256 float32 still fit the registers
+AUTO_FUSED_DIM = 16  # engine="auto" on CUDA: the SVGD direction fused up to this padded d (module docstring)
 
 
 ENGINES = ("auto", "xla", "fused")
@@ -70,34 +71,43 @@ ENGINES = ("auto", "xla", "fused")
 def check_engine(engine: str, precision: str) -> None:
     """Validate an ``engine`` and a ``precision``.
 
-    ``"auto"`` and ``"xla"``: the XLA form (row blocks of cuBLAS/Eigen products), which
-    measured faster than this module's kernels on an H200 (module docstring);
-    ``"fused"``: the fused kernel, compiled on CUDA and interpreted elsewhere (slow:
-    tests), for runs whose memory cannot hold a ``[rows, n]`` block.
+    ``"xla"``: the XLA form (row blocks of cuBLAS/Eigen products). ``"auto"``: the XLA
+    form, except the SVGD direction in programs lowered for CUDA with ``d <= AUTO_FUSED_DIM``,
+    where the fused kernel measured faster (module docstring). ``"fused"``: the fused
+    kernel, compiled on CUDA and interpreted elsewhere (slow: tests), e.g. for runs whose
+    memory cannot hold a ``[rows, n]`` block.
     """
     if engine not in ENGINES:
         raise ValueError(f"`engine` must be one of {ENGINES}; received {engine!r}")
     _check_precision(precision)
 
 
-def with_engine(engine: str, kernel, d: int, fused, xla):
+def with_engine(engine: str, kernel, d: int, fused, xla, auto_dim: int | None = None):
     """``fused(interpret)`` or ``xla()`` as ``engine`` asks, for a resolved ``kernel`` in ``d`` dimensions.
 
     The fused form serves kernels of :func:`fused_family` with ``d <= MAX_FUSED_DIM`` (padded)
-    when ``engine == "fused"``; everything else uses the XLA form.
+    when ``engine == "fused"``, and with ``engine == "auto"`` in programs lowered for CUDA
+    when the padded ``d`` is at most ``auto_dim`` (where it measured faster); everything
+    else uses the XLA form.
     """
-    if engine != "fused" or fused_family(kernel) is None or _pow2(d) > MAX_FUSED_DIM:
+    if engine == "xla" or fused_family(kernel) is None or _pow2(d) > MAX_FUSED_DIM:
         return xla()
-    return fused(None)
+    if engine == "fused":
+        return fused(None)
+    if auto_dim is None or _pow2(d) > auto_dim:
+        return xla()
+    if forced_branch() is not None:  # tests tracing the accelerator's branches on a CPU: the kernel, interpreted
+        return fused(True) if forced_branch() == "accelerator" else xla()
+    return on_cuda_else(lambda: fused(False), xla)
 
 
-def with_engine_at(engine: str, precision: str, kernel, d: int, fused, xla):
+def with_engine_at(engine: str, precision: str, kernel, d: int, fused, xla, auto_dim: int | None = None):
     """:func:`with_engine` with the XLA form's products traced at ``precision`` (:func:`products_at`)."""
     def xla_at():
         with products_at(precision):
             return xla()
 
-    return with_engine(engine, kernel, d, fused, xla_at)
+    return with_engine(engine, kernel, d, fused, xla_at, auto_dim)
 
 
 def _check_precision(precision: str) -> None:
@@ -152,7 +162,11 @@ def _pow2(d: int) -> int:
 def _tiles(dp: int, tile) -> tuple[int, int]:
     if tile is not None:
         return tile
-    return (32, 64) if dp <= 128 else (32, 32)  # n = 10^5, d = 100 on an H200: 0.51 s; 64 x 64: 5.4 s (spills)
+    # measured on an H200: d = 10 (padded 16), n = 10^6: 64 x 64 gives 4.2 s a step; d = 100 (padded 128),
+    # n = 10^5: 32 x 64 gives 0.51 s, 64 x 64 5.4 s (its accumulators spill out of the registers)
+    if dp <= 32:
+        return (64, 64)
+    return (32, 64) if dp <= 128 else (32, 32)
 
 
 def _pad(a, rows: int, cols: int):

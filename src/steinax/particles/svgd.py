@@ -31,7 +31,7 @@ from jax.sharding import Mesh, PartitionSpec
 
 from steinax._validation import check_block_size, check_particles, check_scores
 from steinax.kernels.base import RBF, AbstractKernel, as_kernel
-from steinax.kernels.fused import check_engine, fused_direction, products_at, with_engine_at
+from steinax.kernels.fused import AUTO_FUSED_DIM, check_engine, fused_direction, products_at, with_engine_at
 from steinax.kernels.pairwise import pairwise_plan, scan_row_blocks, squared_distances
 from steinax.particles.base import AbstractParticleMethod
 from steinax.sharding import check_mesh, particle_spec
@@ -108,7 +108,7 @@ def _svgd(particles, scores, kernel, block_size, engine="auto", precision="defau
         rows = with_engine_at(
             engine, precision, kernel, particles.shape[1],
             lambda interpret: fused_direction(particles, scores, kernel, precision=precision, interpret=interpret),
-            lambda: scan_row_blocks(block, (), n, plan.rows, particles)[1])
+            lambda: scan_row_blocks(block, (), n, plan.rows, particles)[1], AUTO_FUSED_DIM)
     return rows / n, kernel
 
 
@@ -154,10 +154,10 @@ def svgd_direction(
         block_size: rows per block, bounding memory to O(block_size * n) (no ``[n, n]``
             matrix is stored); default: automatic, from ``n``, the dtype and the free
             memory (:func:`~steinax.kernels.pairwise.pairwise_plan`).
-        engine: ``"auto"`` or ``"xla"``: row blocks of matrix products (measured fastest
-            on CPUs and on an H200); ``"fused"``: the Pallas kernel of
-            :mod:`steinax.kernels.fused` (memory O(n d); compiled on CUDA, interpreted
-            elsewhere), for kernels it serves.
+        engine: ``"xla"``: row blocks of matrix products; ``"fused"``: the Pallas kernel
+            of :mod:`steinax.kernels.fused` (memory O(n d); compiled on CUDA, interpreted
+            elsewhere), for kernels it serves; ``"auto"`` (default): the fused kernel on
+            CUDA for ``d <= 16``, row blocks otherwise (what measured faster on an H200).
         precision: the products of kernel values with scores and points: ``"default"``
             (JAX's default matmul precision: float32 on CPUs, TF32 on NVIDIA tensor
             cores), ``"float32"`` or ``"tf32"``; distances are always float32
