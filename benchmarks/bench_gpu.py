@@ -21,6 +21,9 @@ Parts, each printed with its setting beside its numbers and written to ``DIR/gpu
    compilation) and steady state.
 8. ``accuracy``: each engine's direction and KSD at n = 4096, d = 100 against a float64 reference
    computed on the device (relative max error).
+9. ``grid`` (only when named): SVGD, MK-SVGD, CC-SVGD, matrix SVGD (Hessian, average), SVGD on a GP
+   target, BlackJAX, NumPyro, steinax's KSD and coreax's KSD (if installed) at n in {10^3 .. 10^6},
+   d in {10, 100, 1000}, each cell capped.
 
 Timings are steady state (compiled first) and ``block_until_ready``-ed; the median of the timed calls.
 The issue's measurements run first (step, ksd, peers, million at d = 10); parts that would start past
@@ -250,6 +253,74 @@ def part_accuracy(args, n, d, h):
              ksd_rel_err=abs(k - ref_ksd) / abs(ref_ksd))
 
 
+def _grid_cell(method_name, n, d):
+    """``(step function, state)`` of one grid cell, or ``None`` where the cell is not defined."""
+    from bench_svgd_step import blackjax_step, numpyro_step, student_logdensity
+
+    if method_name == "blackjax":
+        return blackjax_step(n, d, 1e-2)
+    if method_name == "numpyro":
+        return numpyro_step(n, d, 1e-2)
+    if method_name == "gp":  # SVGD on a GP regression's hyperparameters: N = d data points in 3-D, a Cholesky each
+        from steinax.gp import GPRegression
+
+        X = jax.random.normal(jax.random.key(1), (d, 3))
+        target = GPRegression(X, jnp.sin(X[:, 0]))
+        opt = optax.sgd(1e-3)
+        method = steinax.svgd()
+        state = method.init(0.1 * jax.random.normal(jax.random.key(0), (n, target.dim)), opt)
+        return jax.jit(lambda s: method.step(jax.random.key(0), s, target, opt)[0]), state
+    methods = {"svgd": steinax.svgd, "mk_svgd": steinax.mk_svgd, "cc_svgd": steinax.cc_svgd,
+               "matrix_average": lambda: steinax.matrix_svgd("hessian", "average")}
+    method = methods[method_name]()
+    logdens = student_logdensity if method_name == "matrix_average" else (lambda x: -0.5 * jnp.sum(x * x))
+    opt = optax.sgd(1e-2)
+    target = steinax.targets.LogDensityTarget(logdens)
+    state = method.init(jax.random.normal(jax.random.key(0), (n, d), jnp.float32), opt)
+    return jax.jit(lambda s: method.step(jax.random.key(0), s, target, opt)[0]), state
+
+
+def part_grid(args):
+    """The issue's grid: every method and peer at n in {10^3 .. 10^6}, d in {10, 100, 1000}; each cell capped at
+    ``--cap`` seconds of timing; a cell whose predicted step (6 n^2 d FLOP at 50 TFLOP/s, times the method's
+    factor) exceeds the cap, or that failed at a smaller n, is skipped and said so."""
+    ns = [256, 512] if args.small else [1_000, 10_000, 100_000, 1_000_000]
+    ds = [10] if args.small else [10, 100, 1000]
+    factor = {"svgd": 1, "mk_svgd": 10, "cc_svgd": 2, "matrix_average": 3, "gp": 1, "blackjax": 3, "numpyro": 10}
+    for name in ["svgd", "mk_svgd", "cc_svgd", "matrix_average", "gp", "blackjax", "numpyro", "ksd", "coreax_ksd"]:
+        failed_at = None
+        for d in ds:
+            for n in ns:
+                if failed_at is not None and n >= failed_at:
+                    emit("grid", method=name, n=n, d=d, skipped=f"failed at n = {failed_at}")
+                    continue
+                if name in ("matrix_average", "gp") and (d > 100 or n > 100_000):
+                    emit("grid", method=name, n=n, d=d, skipped="d^2 Hessians / d x d factorisations per particle")
+                    continue
+                predicted = 6.0 * n * n * d / 50e12 * factor.get(name, 1)
+                if not args.small and predicted > args.cap:
+                    emit("grid", method=name, n=n, d=d, skipped=f"predicted {predicted:.0f} s > cap")
+                    continue
+                try:
+                    if name in ("ksd", "coreax_ksd"):
+                        x = jax.random.normal(jax.random.key(0), (n, d), jnp.float32)
+                        if name == "ksd":
+                            f = jax.jit(lambda x: steinax.ksd(x, -x))
+                        else:
+                            from coreax.kernels import InverseMultiquadricKernel, SteinKernel
+
+                            stein = SteinKernel(InverseMultiquadricKernel(), lambda x: -x)
+                            f = jax.jit(lambda x: stein.compute_mean(x, x))
+                        first, s = timed(lambda: f(x), repeats=3, cap=args.cap)
+                    else:
+                        step, state = _grid_cell(name, n, d)
+                        first, s = timed(lambda: step(state), repeats=3, cap=args.cap)
+                    emit("grid", method=name, n=n, d=d, ms=1e3 * s, first_call_s=first)
+                except Exception as exc:  # noqa: BLE001 - out of memory, a missing peer: reported
+                    failed_at = n
+                    emit("grid", method=name, n=n, d=d, error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:150]}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=None, help="folder for gpu.csv")
@@ -257,7 +328,7 @@ def main(argv=None):
     p.add_argument("--cap", type=float, default=60.0, help="seconds of timing per cell")
     p.add_argument("--budget", type=float, default=330.0, help="seconds; optional parts are skipped beyond it")
     p.add_argument("--parts", nargs="+", default=["matmul", "tiles", "step", "median", "million", "peers", "ksd",
-                                                   "accuracy"])
+                                                   "accuracy"], help="also: grid (the issue's whole grid, ~30 min)")
     args = p.parse_args(argv)
     dev = jax.devices()[0]
     print(f"steinax {os.environ.get('STEINAX_COMMIT', '?')} | jax {jax.__version__} | {dev.platform} "
@@ -285,6 +356,7 @@ def main(argv=None):
         ("accuracy", lambda: part_accuracy(args, 256 if small else 4096, 100, h)),
         ("tiles", lambda: part_tiles(args, n_step, d_step, h)),
         ("million", lambda: part_million(args, 2048 if small else 1_000_000, [100], tp32) if tp32 else None),
+        ("grid", lambda: part_grid(args)),
     ]
     try:
         for name, run_part in parts:

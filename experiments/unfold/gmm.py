@@ -75,6 +75,50 @@ def parse(argv):
     return p.parse_args(argv)
 
 
+def training_problems(target, key, n):
+    """The paper's training problems: ``n`` particles from q0 and 100 of the 900 training samples."""
+    train = target.sample(jax.random.fold_in(key, 1), 1000)[:900]
+
+    def problem(k):
+        k1, k2 = jax.random.split(k)
+        idx = jax.random.choice(k2, train.shape[0], (min(100, train.shape[0]),), replace=False)
+        return unfold.Problem(jax.random.normal(k1, (n, 1)) - 2.0, data=train[idx])
+
+    return problem
+
+
+def seeds(args):
+    """Selection and evaluation trial seeds (disjoint)."""
+    return [10_000 + i for i in range(args.select_trials)], [20_000 + i for i in range(args.trials)]
+
+
+def evaluation_curves(method, target, key, n, args, optimizer, trial_seeds):
+    """[trials, iterations + 1] MMD^2 (iteration 0 = q0) and the particles after 100 iterations."""
+
+    @jax.jit
+    def one(seed):
+        k = jax.random.fold_in(key, seed)
+        k_x, k_ref, k_run = jax.random.split(k, 3)
+        x0 = jax.random.normal(k_x, (n, 1)) - 2.0
+        ref = target.sample(k_ref, args.reference)
+        record = lambda x: mmd2(x, ref, MMD_BANDWIDTH)  # noqa: E731
+        x100 = unfold.trajectory(method, target, x0, optimizer, k_run, min(100, args.iterations))
+        _, rec = unfold.trajectory(method, target, x0, optimizer, k_run, args.iterations, record=record)
+        return jnp.concatenate([record(x0)[None], rec]), x100
+
+    out = [one(s) for s in trial_seeds]
+    return np.stack([np.asarray(o[0]) for o in out]), np.stack([np.asarray(o[1]) for o in out])
+
+
+def iterations_below(mmd, threshold, settle=True):
+    """Per trial, the first iteration from which MMD^2 stays at or below ``threshold`` (log10 MMD^2) to the end
+    of the horizon (``settle``), or the first iteration at or below it; NaN if never."""
+    hit = np.log10(np.maximum(mmd, 1e-30)) <= threshold
+    if settle:
+        hit = np.flip(np.logical_and.accumulate(np.flip(hit, axis=1), axis=1), axis=1)
+    return np.where(hit.any(axis=1), hit.argmax(axis=1), np.nan)
+
+
 def main(argv=None):
     args = parse(argv)
     os.makedirs(args.out, exist_ok=True)
@@ -93,14 +137,8 @@ def main(argv=None):
     target = gmm_1d()
     method = steinax.svgd()
     key = jax.random.key(args.seed)
-    data = target.sample(jax.random.fold_in(key, 1), 1000)
-    train = data[:900]
     n = args.particles
-
-    def problem(k):
-        k1, k2 = jax.random.split(k)
-        idx = jax.random.choice(k2, train.shape[0], (min(100, train.shape[0]),), replace=False)
-        return unfold.Problem(jax.random.normal(k1, (n, 1)) - 2.0, data=train[idx])
+    problem = training_problems(target, key, n)
 
     # ------------------------------------------------------------------ training
     t0 = time.perf_counter()
@@ -122,32 +160,12 @@ def main(argv=None):
 
     # ------------------------------------------------------------------ evaluation
     def curves(optimizer, seeds):
-        """[trials, iterations + 1] MMD^2 (iteration 0 = q0) and the particles after 100 iterations."""
-
-        @jax.jit
-        def one(seed):
-            k = jax.random.fold_in(key, seed)
-            k_x, k_ref, k_run = jax.random.split(k, 3)
-            x0 = jax.random.normal(k_x, (n, 1)) - 2.0
-            ref = target.sample(k_ref, args.reference)
-            record = lambda x: mmd2(x, ref, MMD_BANDWIDTH)  # noqa: E731
-            x100 = unfold.trajectory(method, target, x0, optimizer, k_run, min(100, args.iterations))
-            _, rec = unfold.trajectory(method, target, x0, optimizer, k_run, args.iterations, record=record)
-            return jnp.concatenate([record(x0)[None], rec]), x100
-
-        out = [one(s) for s in seeds]
-        return np.stack([np.asarray(o[0]) for o in out]), np.stack([np.asarray(o[1]) for o in out])
+        return evaluation_curves(method, target, key, n, args, optimizer, seeds)
 
     def iterations_to(mmd, settle=True):
-        """Per trial, the first iteration from which MMD^2 stays at or below the threshold to the end of the
-        horizon (``settle``), or the first iteration at or below it; NaN if never."""
-        hit = np.log10(np.maximum(mmd, 1e-30)) <= args.threshold
-        if settle:
-            hit = np.flip(np.logical_and.accumulate(np.flip(hit, axis=1), axis=1), axis=1)
-        return np.where(hit.any(axis=1), hit.argmax(axis=1), np.nan)
+        return iterations_below(mmd, args.threshold, settle)
 
-    select_seeds = [10_000 + i for i in range(args.select_trials)]
-    eval_seeds = [20_000 + i for i in range(args.trials)]
+    select_seeds, eval_seeds = seeds(args)
 
     def select(name, make, grid):
         scores = []

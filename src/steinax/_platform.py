@@ -42,7 +42,9 @@ def on_cpu_else(cpu: Callable, other: Callable, *args):
     forced = _FORCED.get()
     if forced is not None:
         return (cpu if forced == "cpu" else other)(*args)
-    return jax.lax.platform_dependent(*args, cpu=cpu, default=other)
+    # fresh callables: platform_dependent hashes its branches, and a bound method of a module holding arrays
+    # (a target's ``evaluate``) is unhashable
+    return jax.lax.platform_dependent(*args, cpu=lambda *a: cpu(*a), default=lambda *a: other(*a))
 
 
 def on_cuda_else(cuda: Callable, other: Callable, *args):
@@ -50,7 +52,7 @@ def on_cuda_else(cuda: Callable, other: Callable, *args):
     forced = _FORCED.get()
     if forced is not None:
         return (other if forced == "cpu" else cuda)(*args)
-    return jax.lax.platform_dependent(*args, cuda=cuda, default=other)
+    return jax.lax.platform_dependent(*args, cuda=lambda *a: cuda(*a), default=lambda *a: other(*a))
 
 
 @contextlib.contextmanager

@@ -147,3 +147,34 @@ def test_stored_median_reads_the_packed_upper_triangle_and_equals_the_full_matri
             want = np.sort(values)[_middle_ranks(values.size)]
             want = want[0] if want.size == 1 else np.float32(0.5) * (want[0] + want[1])
             assert float(jax.jit(_stored_median, static_argnums=1)(jnp.asarray(d), pairs)) == float(want)
+
+
+@pytest.mark.parametrize("rule", ["liu", "pairs"])
+def test_median_gradient_passes_through_the_median_pair_as_torch_median_does(rule):
+    """``stop_gradient=False``: the same value; the gradient is that of the middle distance(s) over log(n + 1),
+    reaching only the particles of the median pair(s) (PyTorch's ``torch.median`` semantics)."""
+    n = 9 if rule == "liu" else 10  # an odd count of values in each case: one middle value
+    x = jax.random.normal(jax.random.key(3), (n, 2))
+    h_stop = median_bandwidth(x, rule)
+    h = median_bandwidth(x, rule, stop_gradient=False)
+    np.testing.assert_allclose(h, h_stop, rtol=1e-6)
+    grad = np.asarray(jax.grad(lambda x: median_bandwidth(x, rule, stop_gradient=False))(x), np.float64)
+    # brute force in float64: the pair whose distance is the median
+    x64 = np.asarray(x, np.float64)
+    d2 = ((x64[:, None] - x64[None]) ** 2).sum(-1)
+    i, j = np.triu_indices(n, 1)
+    med = float(np.median(d2.reshape(-1) if rule == "liu" else d2[i, j]))
+    k = np.argmin(np.abs(d2[i, j] - med))
+    a, b = i[k], j[k]
+    expected = np.zeros_like(x64)
+    expected[a] = 2.0 * (x64[a] - x64[b]) / np.log(n + 1.0)
+    expected[b] = -expected[a]
+    np.testing.assert_allclose(grad, expected, atol=1e-5 * np.abs(expected).max())
+    assert not np.any(np.asarray(jax.grad(lambda x: median_bandwidth(x, rule))(x)))  # the default stops it
+
+
+def test_median_gradient_is_refused_where_it_is_not_defined():
+    with pytest.raises(ValueError, match="stop_gradient"):
+        median_bandwidth(jnp.ones((4, 2)), "per_dimension", stop_gradient=False)
+    with pytest.raises(ValueError, match="median_gradient"):
+        RBF(2.0, median_gradient=True)

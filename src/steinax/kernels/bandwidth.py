@@ -591,6 +591,7 @@ def median_bandwidth(
     rng_key: jax.Array | None = None,
     max_points: int = 1000,
     axis_name: str | tuple | None = None,
+    stop_gradient: bool = True,
 ) -> jax.Array:
     """Median-heuristic bandwidth ``h`` of the RBF kernel ``exp(-||x - y||^2 / h)``.
 
@@ -611,11 +612,28 @@ def median_bandwidth(
             are then all particles (gathered) and each device counts its own rows'
             distances (``"liu"`` and ``"pairs"``; the result is identical to the unsharded one).
 
+        stop_gradient: ``True`` (default, steinax's convention): ``h`` is a constant for
+            differentiation. ``False`` (``"liu"`` and ``"pairs"`` only): ``h`` is
+            differentiable as PyTorch's ``torch.median`` is, the gradient flowing to the
+            pair(s) whose distance is the median; computed from the dense ``[n, n]``
+            distances by a sort (small ``n``: unrolled training, deep-unfolded SVGD's
+            ablation). The value is the same exact median.
+
     Returns:
         A scalar (or a ``[d]`` vector for ``"per_dimension"``), positive,
-        finite, with gradients stopped.
+        finite, with gradients stopped unless ``stop_gradient=False``.
     """
     n = particles.shape[0]
+    if not stop_gradient:
+        if rule not in ("liu", "pairs"):
+            raise ValueError(f"`stop_gradient=False` serves the rules 'liu' and 'pairs'; received rule={rule!r}")
+        if n < 2:
+            return _finalise(jnp.zeros((), particles.dtype), n)
+        d2 = squared_distances(particles, particles) if sqdist is None else sqdist
+        values = d2[jnp.triu_indices(n, 1)] if rule == "pairs" else d2.reshape(-1)
+        med = jnp.median(values)  # a sort and a gather: the gradient reaches the middle element(s)
+        h = med / jnp.log(jnp.asarray(n + 1.0, med.dtype))
+        return jnp.where(jnp.isfinite(h) & (h > 0), h, jnp.ones_like(h))
     dtype = particles.dtype
     particles = jax.lax.stop_gradient(particles)
     sqdist = None if sqdist is None else jax.lax.stop_gradient(sqdist)

@@ -183,6 +183,10 @@ class RBF(AbstractKernel):
             (``"liu"``, the default and the papers' rule; ``"pairs"``;
             ``"per_dimension"``). A rule is resolved from the particles at every
             step (:meth:`resolve`) with gradients stopped.
+        median_gradient: ``True`` lets the gradient pass through the median rule as
+            PyTorch's ``torch.median`` does (``"liu"``/``"pairs"``; dense distances, small
+            ``n``): for unrolled training (:mod:`steinax.unfold`), where the papers' PyTorch
+            code differentiated through it. Default ``False``.
 
     Example:
         >>> import jax.numpy as jnp
@@ -193,8 +197,9 @@ class RBF(AbstractKernel):
 
     bandwidth: jax.Array | None
     rule: str | None = eqx.field(static=True)
+    median_gradient: bool = eqx.field(static=True)
 
-    def __init__(self, bandwidth: float | jax.Array | str = "liu"):
+    def __init__(self, bandwidth: float | jax.Array | str = "liu", *, median_gradient: bool = False):
         if isinstance(bandwidth, str):
             if bandwidth not in BANDWIDTH_RULES:
                 raise ValueError(
@@ -206,6 +211,9 @@ class RBF(AbstractKernel):
         else:
             self.rule = None
             self.bandwidth = _as_positive_array(bandwidth, "bandwidth")
+        if median_gradient and self.rule not in ("liu", "pairs"):
+            raise ValueError(f"`median_gradient=True` needs the rule 'liu' or 'pairs'; received bandwidth={bandwidth!r}")
+        self.median_gradient = bool(median_gradient)
 
     @property
     def scale(self):
@@ -226,6 +234,8 @@ class RBF(AbstractKernel):
     def resolve(self, particles, sqdist=None, block_size=None, axis_name=None):
         if self.rule is None:
             return super().resolve(particles)
+        if self.median_gradient:
+            return RBF(bandwidth=median_bandwidth(particles, self.rule, sqdist=sqdist, stop_gradient=False))
         return RBF(bandwidth=median_bandwidth(particles, self.rule, sqdist=sqdist, block_size=block_size,
                                               axis_name=axis_name))
 

@@ -102,13 +102,17 @@ def _svgd(particles, scores, kernel, block_size, engine="auto", precision="defau
     else:
         kernel = kernel.resolve(particles, None, plan.rows)
 
-        def block(acc, idx, xr):
-            return acc, _direction_rows(xr, particles, scores, kernel, row_index=idx)
+        def xla_rows(x, s, k):
+            def block(acc, idx, xr):
+                return acc, _direction_rows(xr, x, s, k, row_index=idx)
 
-        rows = with_engine_at(
-            engine, precision, kernel, particles.shape[1],
-            lambda interpret: fused_direction(particles, scores, kernel, precision=precision, interpret=interpret),
-            lambda: scan_row_blocks(block, (), n, plan.rows, particles)[1], AUTO_FUSED_DIM)
+            return scan_row_blocks(block, (), n, plan.rows, x)[1]
+
+        def fused_rows(interpret, x, s, k):
+            return fused_direction(x, s, k, precision=precision, interpret=interpret)
+
+        rows = with_engine_at(engine, precision, (particles, scores, kernel), particles.shape[1], fused_rows, xla_rows,
+                              AUTO_FUSED_DIM)
     return rows / n, kernel
 
 

@@ -308,20 +308,22 @@ def _ksd(particles, scores, kernel, estimator, block_size, engine="auto", precis
     kernel = kernel.resolve(particles, sqdist, None if plan.store else plan.rows)
     row_sums = d >= 32 and (plan.rows is None or plan.rows >= 256)
 
-    def xla_total(kernel, fast_path=True):
+    def xla_total(kernel, fast_path=True, points=None):
+        x_all, s_all = (particles, scores) if points is None else points
+
         def rows(acc, row_index, xr, sr, *dr):
             def block(kernel):
                 if row_sums:
-                    sums = stein_kernel_row_sums(xr, sr, particles, scores, kernel, dr[0] if dr else None, row_index)
+                    sums = stein_kernel_row_sums(xr, sr, x_all, s_all, kernel, dr[0] if dr else None, row_index)
                     return jnp.sum(jnp.where(row_index >= 0, sums, 0.0))
-                terms = stein_terms(xr, sr, particles, scores, kernel.scale, dr[0] if dr else None, for_sums=True,
+                terms = stein_terms(xr, sr, x_all, s_all, kernel.scale, dr[0] if dr else None, for_sums=True,
                                     row_index=row_index)
                 return jnp.sum(jnp.where((row_index >= 0)[:, None], stein_kernel_from_terms(kernel, terms), 0.0))
 
             return acc + (imq_fast_path(kernel, block) if fast_path else block(kernel))
 
         extra = (sqdist,) if plan.store else ()
-        return fold_row_blocks(rows, jnp.zeros((), particles.dtype), n, plan.rows, particles, scores, *extra)
+        return fold_row_blocks(rows, jnp.zeros((), x_all.dtype), n, plan.rows, x_all, s_all, *extra)
 
     if plan.store or engine != "fused":
         with products_at(precision):
@@ -330,10 +332,10 @@ def _ksd(particles, scores, kernel, estimator, block_size, engine="auto", precis
         # the fused kernel serves an IMQ once beta = -1/2 is checked at run time (imq_fast_path's branch)
         def pick(k):
             return with_engine_at(
-                engine, precision, k, d,
-                lambda interpret: jnp.sum(fused_stein_row_sums(particles, scores, k, precision=precision,
-                                                               interpret=interpret)),
-                lambda: xla_total(k, fast_path=False))
+                engine, precision, (particles, scores, k), d,
+                lambda interpret, x, s, kk: jnp.sum(fused_stein_row_sums(x, s, kk, precision=precision,
+                                                                        interpret=interpret)),
+                lambda x, s, kk: xla_total(kk, fast_path=False, points=(x, s)))
 
         total = imq_fast_path(kernel, pick)
     if estimator == "v":
