@@ -129,7 +129,7 @@ def test_device_selection_equals_host_selection(rule):
 
 @pytest.mark.parametrize("kernel", [RBF(1.7), RBF("liu")], ids=["fixed", "median"])
 def test_svgd_direction_branches_agree(kernel):
-    x = jax.random.normal(jax.random.key(2), (300, 6)) * 2.0 + 1.0
+    x = jax.random.normal(jax.random.key(2), (150, 6)) * 2.0 + 1.0
     s = -x + 0.3 * jnp.sin(x)
     # block_size forces the blocked layout, where the accelerator's branch is the fused kernel
     a, b = _both(lambda x, s: svgd_direction(x, s, kernel, block_size=64), x, s)
@@ -138,7 +138,7 @@ def test_svgd_direction_branches_agree(kernel):
 
 @pytest.mark.parametrize("kernel", [IMQ(), RBF(2.0), IMQ(1.5, -0.5, 2.0)], ids=["imq", "rbf", "imq-scaled"])
 def test_ksd_branches_agree(kernel):
-    x = jax.random.normal(jax.random.key(3), (300, 5)) + 0.5
+    x = jax.random.normal(jax.random.key(3), (150, 5)) + 0.5
     s = -x
     a, b = _both(lambda x, s: ksd(x, s, kernel, block_size=64), x, s)
     np.testing.assert_allclose(b, a, rtol=_RTOL32)

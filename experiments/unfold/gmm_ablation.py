@@ -37,7 +37,7 @@ from steinax.targets import gmm_1d
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import banner, write_csv_atomically  # noqa: E402
+from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
 from gmm import MMD_BANDWIDTH, evaluation_curves, iterations_below, seeds, training_problems  # noqa: E402
 
 THRESHOLDS = (-1.0, -1.3, -1.7, -2.0)
@@ -56,11 +56,37 @@ def parse(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="2 epochs, 4 trials, 100 iterations (a smoke test)")
     p.add_argument("--out", default="docs/experiments/unfold")
+    p.add_argument("--figure-only", action="store_true", help="redraw the figure from the CSV of a finished run")
     return p.parse_args(argv)
+
+
+def figure(out: str, threshold: float) -> None:
+    """Mean log10 MMD^2 against the iteration for every row, from ``gmm_ablation_curves.csv``."""
+    import csv
+
+    with open(os.path.join(out, "gmm_ablation_curves.csv")) as f:
+        rows = list(csv.DictReader(f))
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
+    for ax, method in zip(axes, ("DUSVGD", "C-DUSVGD")):
+        for change in dict.fromkeys(r["change"] for r in rows if r["method"] == method):
+            pts = [(int(r["iteration"]), float(r["log10_mean_mmd2"])) for r in rows
+                   if r["method"] == method and r["change"] == change]
+            ax.plot(*zip(*pts), label=change, lw=1)
+        ax.axhline(threshold, color="k", ls="--", lw=0.8, label=f"threshold {threshold}")
+        ax.set_xscale("symlog", linthresh=10)
+        ax.set_xlim(0, None)
+        ax.set(xlabel="iteration", title=f"{method}: one change at a time (50 trials)")
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("log10 mean MMD^2")
+    fig.tight_layout()
+    save_figure(fig, os.path.join(out, "gmm_ablation.png"))
 
 
 def main(argv=None):
     args = parse(argv)
+    if args.figure_only:
+        return figure(args.out, args.threshold)
     if args.quick:
         args.trials, args.iterations, args.batch = 4, 100, 4
     os.makedirs(args.out, exist_ok=True)
@@ -145,6 +171,7 @@ def main(argv=None):
         thr_rows.append({"threshold": thr, "dusvgd_iterations": ma, "fixed2_iterations": mb, "ratio": ma / mb,
                          "dusvgd_reached": int(np.sum(~np.isnan(a))), "fixed2_reached": int(np.sum(~np.isnan(b)))})
     write_csv_atomically(os.path.join(args.out, "gmm_ablation_thresholds.csv"), thr_rows)
+    figure(args.out, args.threshold)
     return out, thr_rows
 
 
