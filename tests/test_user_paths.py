@@ -61,6 +61,7 @@ def eight_schools_draws(tmp_path_factory):
     return folder, module, tree
 
 
+@pytest.mark.slow  # ~27 s with its NUTS fixture: CI's slow pass runs it
 def test_cli_and_python_agree_on_numpyro_nuts_netcdf(eight_schools_draws, capsys, monkeypatch):
     """Was: the CLI flattened the NetCDF file (constrained tau, no Jacobian): a dimension error without
     --var-names and KSD 2.3e7 (or nan, "reject") with them. Now the CLI hands the DataTree to sample_quality."""

@@ -54,23 +54,28 @@ PAPER_ITERS = {"dusvgd": 20, "cdusvgd": 30, "rmsprop": 280, "fixed": 200}  # "ab
 MMD_BANDWIDTH = 2.0  # k'(x, x') = exp(-|x - x'|^2 / 2) in steinax's exp(-s / h) convention
 
 
-def parse(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def common_arguments(p):
+    """The arguments this script shares with gmm_ablation.py (trials, horizon, sizes, reference, threshold, seed)."""
     p.add_argument("--trials", type=int, default=50)
     p.add_argument("--select-trials", type=int, default=10)
     p.add_argument("--iterations", type=int, default=500)
     p.add_argument("--particles", type=int, default=100)
     p.add_argument("--T", type=int, default=10)
     p.add_argument("--batch", type=int, default=50)
+    p.add_argument("--reference", type=int, default=2000)
+    p.add_argument("--threshold", type=float, default=-1.7, help="log10 MMD^2")
+    p.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def parse(argv):
+    p = common_arguments(argparse.ArgumentParser(description=__doc__.split("\n")[0]))
     p.add_argument("--du-epochs", type=int, default=10)
     p.add_argument("--cdu-epochs", type=int, default=40)
     p.add_argument("--du-lr", type=float, default=1e-2)
     p.add_argument("--cdu-lr", type=float, default=1e-3)
     p.add_argument("--fixed-grid", type=float, nargs="+", default=[0.1, 0.3, 1.0, 2.0, 3.0, 5.0, 10.0])
     p.add_argument("--rmsprop-grid", type=float, nargs="+", default=[0.003, 0.01, 0.03, 0.1, 0.3, 1.0])
-    p.add_argument("--threshold", type=float, default=-1.7, help="log10 MMD^2")
-    p.add_argument("--reference", type=int, default=2000)
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="docs/experiments/unfold")
     return p.parse_args(argv)
 

@@ -38,22 +38,13 @@ from steinax.targets import gmm_1d
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
-from gmm import MMD_BANDWIDTH, evaluation_curves, iterations_below, seeds, training_problems  # noqa: E402
+from gmm import MMD_BANDWIDTH, common_arguments, evaluation_curves, iterations_below, seeds, training_problems  # noqa: E402
 
 THRESHOLDS = (-1.0, -1.3, -1.7, -2.0)
 
 
 def parse(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--trials", type=int, default=50)
-    p.add_argument("--select-trials", type=int, default=10)
-    p.add_argument("--iterations", type=int, default=500)
-    p.add_argument("--particles", type=int, default=100)
-    p.add_argument("--T", type=int, default=10)
-    p.add_argument("--batch", type=int, default=50)
-    p.add_argument("--reference", type=int, default=2000)
-    p.add_argument("--threshold", type=float, default=-1.7)
-    p.add_argument("--seed", type=int, default=0)
+    p = common_arguments(argparse.ArgumentParser(description=__doc__.split("\n")[0]))
     p.add_argument("--quick", action="store_true", help="2 epochs, 4 trials, 100 iterations (a smoke test)")
     p.add_argument("--out", default="docs/experiments/unfold")
     p.add_argument("--figure-only", action="store_true", help="redraw the figure from the CSV of a finished run")

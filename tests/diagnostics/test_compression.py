@@ -28,6 +28,7 @@ def _biased_chain(n=512, burn=64, seed=0):
     return x
 
 
+@pytest.mark.slow  # ~16 s (goodpoints compiles its own kernels): CI's slow pass runs it
 def test_skt_is_goodpoints_skt_and_its_ksd_is_goodpoints_mmd():
     """float64, n = 512: the coreset is goodpoints.jax.dtc.skt's (same kernel, same seed) weight for weight, and
     steinax's squared KSD of it equals goodpoints' compute_mmd to 1e-10 relative (two sums of 32^2 Stein

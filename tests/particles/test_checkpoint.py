@@ -103,6 +103,7 @@ _CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # ~18 s (a child process killed mid-run): CI's slow pass runs it
 def test_sigkill_mid_run_then_resume_equals_uninterrupted(tmp_path):
     """A subprocess is killed with SIGKILL part-way; the same call then resumes to the uninterrupted particles."""
     (tmp_path / "slow_child.py").write_text(_CHILD)

@@ -140,7 +140,8 @@ def test_cc_svgd_runs_and_records_bandwidth(key):
         steinax.cc_svgd("rbf")
 
 
-@pytest.mark.parametrize("kind", [pytest.param("rbf", marks=pytest.mark.slow), "imq"])  # rbf: ~15 s, slow pass
+@pytest.mark.slow  # ~15 s a kernel: CI's slow pass runs both
+@pytest.mark.parametrize("kind", ["rbf", "imq"])
 def test_multi_kernel_engine_blocked_equals_naive(key, kind):
     """Per-kernel U and V KSDs and the MK direction, dense and in padded/unpadded row blocks, = naive loops."""
     x, s = _data(key, n=13)

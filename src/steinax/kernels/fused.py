@@ -61,7 +61,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from steinax._platform import forced_branch, on_cuda_else
+from steinax._platform import forced_branch, layout_platform, on_cuda_else
 from steinax.kernels.pairwise import _rounding_floor
 
 __all__ = ["ENGINES", "PRECISIONS", "MAX_FUSED_DIM", "AUTO_FUSED_DIM", "check_engine", "with_engine", "product_precision", "products_at", "fused_family", "fused_direction", "fused_stein_row_sums"]
@@ -106,6 +106,10 @@ def with_engine(engine: str, args: tuple, d: int, fused, xla, auto_dim: int | No
     if engine == "fused":
         return _differentiated_as(xla, lambda *a: fused(None, *a), args)
     if auto_dim is None or _pow2(d) > auto_dim:
+        return xla(*args)
+    if forced_branch() is None and layout_platform() == "cpu":
+        # the engine is a layout (both forms compute the same function): a program traced for the CPU holds the
+        # XLA form alone, with no untaken Pallas branch to trace (and differentiate) at every step
         return xla(*args)
     if forced_branch() is not None:  # tests tracing the accelerator's branches on a CPU: the kernel, interpreted
         return _differentiated_as(xla, lambda *a: fused(True, *a), args) if forced_branch() == "accelerator" \
@@ -352,6 +356,20 @@ def _prepare(particles, scores, a, tile):
     return x, s, norms, w, (n, d, dp, bm, bn, n_pad)
 
 
+def _setup(particles, scores, kernel, precision, tile):
+    """Checks and the prepared inputs shared by both kernels: the family, its constants, the padded arrays, the
+    sizes and the products' precision."""
+    _check_precision(precision)
+    family = fused_family(kernel)
+    if family is None:
+        raise ValueError(f"`kernel` must be an RBF with a scalar bandwidth or an IMQ with beta = -1/2; received {kernel}")
+    constants = _constants(kernel, family, particles.dtype)
+    x, s, norms, w, sizes = _prepare(particles, scores, constants[0], tile)
+    if sizes[2] > MAX_FUSED_DIM:
+        raise ValueError(f"`particles` has d = {sizes[1]}; the fused form serves d <= {MAX_FUSED_DIM}")
+    return family, constants, (x, s, norms, w), sizes, product_precision(precision) or jax.lax.Precision.DEFAULT
+
+
 def fused_direction(particles, scores, kernel, *, precision: str = "default", tile=None, interpret=None):
     """``n * phi(x_i)`` (the SVGD direction times ``n``, MK-SVGD paper eq. 12) for a fusable kernel.
 
@@ -370,15 +388,8 @@ def fused_direction(particles, scores, kernel, *, precision: str = "default", ti
     Returns:
         ``[n, d]`` in the particles' dtype.
     """
-    _check_precision(precision)
-    family = fused_family(kernel)
-    if family is None:
-        raise ValueError(f"`kernel` must be an RBF with a scalar bandwidth or an IMQ with beta = -1/2; received {kernel}")
-    a, c2, beta = _constants(kernel, family, particles.dtype)
-    x, s, norms, w, (n, d, dp, bm, bn, n_pad) = _prepare(particles, scores, a, tile)
-    if dp > MAX_FUSED_DIM:
-        raise ValueError(f"`particles` has d = {d}; the fused form serves d <= {MAX_FUSED_DIM}")
-    product = product_precision(precision) or jax.lax.Precision.DEFAULT
+    family, (a, c2, beta), (x, s, norms, w), (n, d, dp, bm, bn, n_pad), product = _setup(
+        particles, scores, kernel, precision, tile)
     opts = dict(bn=bn, n_tiles=n_pad // bn, floor=_rounding_floor(d, jnp.float32), product=product)
     f32 = jnp.float32
     # the constants of kappa(c^2 s') = c^(2 beta) (1 + s')^beta and of the repulsion 2/h (x = a x'): see the
@@ -410,15 +421,8 @@ def fused_stein_row_sums(particles, scores, kernel, *, precision: str = "default
     Their total over rows is ``n^2`` times the V-statistic of :func:`steinax.stein.ksd.ksd`.
     Arguments as :func:`fused_direction`.
     """
-    _check_precision(precision)
-    family = fused_family(kernel)
-    if family is None:
-        raise ValueError(f"`kernel` must be an RBF with a scalar bandwidth or an IMQ with beta = -1/2; received {kernel}")
-    a, c2, beta = _constants(kernel, family, particles.dtype)
-    x, s, norms, w, (n, d, dp, bm, bn, n_pad) = _prepare(particles, scores, a, tile)
-    if dp > MAX_FUSED_DIM:
-        raise ValueError(f"`particles` has d = {d}; the fused form serves d <= {MAX_FUSED_DIM}")
-    product = product_precision(precision) or jax.lax.Precision.DEFAULT
+    family, (a, c2, beta), (x, s, norms, w), (n, d, dp, bm, bn, n_pad), product = _setup(
+        particles, scores, kernel, precision, tile)
     q = jnp.sum(x * s, axis=1)
     f32 = jnp.float32
     kern = functools.partial(_stein_kernel, bn=bn, n_tiles=n_pad // bn, family=family, floor=_rounding_floor(d, jnp.float32),
