@@ -111,8 +111,8 @@ def svgd_step_fn(method, n, d, lr=1e-2, seed=0):
 
 
 def liu_h(n, d):
-    """Liu's median rule for N(0, I) particles: med ||x - y||^2 ~ 2 d (1 - 2/(9 d))^3-ish; the exact value
-    is computed once on the device and used as the fixed bandwidth."""
+    """The fixed bandwidth of the step part: Liu's rule on (at most 20,000) N(0, I) particles, its log factor
+    rescaled to ``n`` (the median of squared distances does not depend on ``n``)."""
     x = jax.random.normal(jax.random.key(0), (min(n, 20_000), d), jnp.float32)
     return float(median_bandwidth(x, "liu")) * np.log(min(n, 20_000)) / np.log(n)
 

@@ -81,7 +81,7 @@ def test_export_for_cuda_refuses_a_host_callback():
     def f(x):
         return jax.pure_callback(np.sin, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
 
-    with pytest.raises(Exception):
+    with pytest.raises(Exception, match="lowering platform cuda|callback"):
         export.export(jax.jit(f), platforms=("cuda",))(jax.ShapeDtypeStruct((3,), jnp.float32))
 
 
@@ -123,8 +123,14 @@ _RTOL32 = 1e-5
 @pytest.mark.parametrize("rule", ["liu", "pairs", "per_dimension"])
 def test_device_selection_equals_host_selection(rule):
     x = jax.random.normal(jax.random.key(1), (301, 4)) * jnp.array([[1.0, 2.0, 0.5, 3.0]])
-    a, b = _both(jax.jit(lambda x: median_bandwidth(x, rule)), x)
+    f = jax.jit(lambda x: median_bandwidth(x, rule))
+    a, b = _both(f, x)
     np.testing.assert_array_equal(a, b)
+    # not vacuous: the two traces are different programs (the host's selection is a callback)
+    with branches("cpu"):
+        assert _callbacks(f.lower(x).as_text())
+    with branches("accelerator"):
+        assert not _callbacks(f.lower(x).as_text())
 
 
 @pytest.mark.parametrize("kernel", [RBF(1.7), RBF("liu")], ids=["fixed", "median"])

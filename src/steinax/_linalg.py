@@ -56,7 +56,7 @@ def serial_batch(fn, *matrices):
     if not batch:
         return fn(*matrices)
     flat = [x.reshape((-1,) + x.shape[len(batch):]) for x in matrices]
-    out = on_cpu_else(lambda *xs: jax.lax.map(lambda m: fn(*m), xs), jax.vmap(fn), *flat)
+    out = per_particle(lambda xs: fn(*xs), tuple(flat))
     return jax.tree.map(lambda y: y.reshape(batch + y.shape[1:]), out)
 
 

@@ -178,10 +178,11 @@ def kth_smallest(values: jax.Array, k: int, mask: jax.Array | None = None) -> ja
     return kth_from_source(dense_source(values, mask), k, values.dtype)
 
 
-def _finalise(med: jax.Array, n: int) -> jax.Array:
+def _finalise(med: jax.Array, n: int, stop_gradient: bool = True) -> jax.Array:
+    """``h = med / log(n + 1)``, 1 where that is 0 or not finite; gradient stopped unless asked otherwise."""
     h = med / jnp.log(jnp.asarray(n + 1.0, med.dtype))
     h = jnp.where(jnp.isfinite(h) & (h > 0), h, jnp.ones_like(h))
-    return jax.lax.stop_gradient(h)
+    return jax.lax.stop_gradient(h) if stop_gradient else h
 
 
 def _blocked_median(particles, block_size, pairs_only: bool, axis_name=None):
@@ -631,9 +632,8 @@ def median_bandwidth(
             return _finalise(jnp.zeros((), particles.dtype), n)
         d2 = squared_distances(particles, particles) if sqdist is None else sqdist
         values = d2[jnp.triu_indices(n, 1)] if rule == "pairs" else d2.reshape(-1)
-        med = jnp.median(values)  # a sort and a gather: the gradient reaches the middle element(s)
-        h = med / jnp.log(jnp.asarray(n + 1.0, med.dtype))
-        return jnp.where(jnp.isfinite(h) & (h > 0), h, jnp.ones_like(h))
+        # a sort and a gather: the gradient reaches the middle element(s)
+        return _finalise(jnp.median(values), n, stop_gradient=False)
     dtype = particles.dtype
     particles = jax.lax.stop_gradient(particles)
     sqdist = None if sqdist is None else jax.lax.stop_gradient(sqdist)

@@ -88,33 +88,31 @@ def check_engine(engine: str, precision: str) -> None:
     _check_precision(precision)
 
 
-def with_engine(engine: str, args: tuple, d: int, fused, xla, auto_dim: int | None = None):
+def with_engine(engine: str, precision: str, args: tuple, d: int, fused, xla, auto_dim: int | None = None):
     """``fused(interpret, *args)`` or ``xla(*args)`` as ``engine`` asks; ``args = (particles, scores, kernel)``
-    with the kernel resolved, in ``d`` dimensions.
+    with the kernel resolved, in ``d`` dimensions; the XLA form's products traced at ``precision``
+    (:func:`products_at`).
 
     The fused form serves kernels of :func:`fused_family` with ``d <= MAX_FUSED_DIM`` (padded)
     when ``engine == "fused"``, and with ``engine == "auto"`` in programs lowered for CUDA
     when the padded ``d`` is at most ``auto_dim`` (where it measured faster); everything
-    else uses the XLA form. Pallas kernels have no derivative rules, so the fused form is
-    differentiated as the XLA form is (a ``custom_jvp`` whose rule is the XLA form's JVP: the
-    same function, so the same derivatives): unrolled training (:mod:`steinax.unfold`)
-    works with either engine.
+    else uses the XLA form. The engine is a layout, so ``"auto"`` follows
+    :func:`steinax._platform.layout_platform`: a program traced for the CPU holds the XLA form
+    alone. Pallas kernels have no derivative rules, so the fused form is differentiated as
+    the XLA form is (a ``custom_jvp`` whose rule is the XLA form's JVP: the same function, so
+    the same derivatives): unrolled training (:mod:`steinax.unfold`) works with either engine.
     """
-    kernel = args[2]
-    if engine == "xla" or fused_family(kernel) is None or _pow2(d) > MAX_FUSED_DIM:
-        return xla(*args)
+    def xla_at(*a):
+        with products_at(precision):
+            return xla(*a)
+
+    if engine == "xla" or fused_family(args[2]) is None or _pow2(d) > MAX_FUSED_DIM:
+        return xla_at(*args)
     if engine == "fused":
-        return _differentiated_as(xla, lambda *a: fused(None, *a), args)
-    if auto_dim is None or _pow2(d) > auto_dim:
-        return xla(*args)
-    if forced_branch() is None and layout_platform() == "cpu":
-        # the engine is a layout (both forms compute the same function): a program traced for the CPU holds the
-        # XLA form alone, with no untaken Pallas branch to trace (and differentiate) at every step
-        return xla(*args)
-    if forced_branch() is not None:  # tests tracing the accelerator's branches on a CPU: the kernel, interpreted
-        return _differentiated_as(xla, lambda *a: fused(True, *a), args) if forced_branch() == "accelerator" \
-            else xla(*args)
-    return _differentiated_as(xla, lambda *a: on_cuda_else(lambda: fused(False, *a), lambda: xla(*a)), args)
+        return _differentiated_as(xla_at, lambda *a: fused(None, *a), args)
+    if auto_dim is None or _pow2(d) > auto_dim or (forced_branch() is None and layout_platform() == "cpu"):
+        return xla_at(*args)
+    return _differentiated_as(xla_at, lambda *a: on_cuda_else(lambda: fused(None, *a), lambda: xla_at(*a)), args)
 
 
 def _differentiated_as(reference, fn, args):
@@ -122,15 +120,6 @@ def _differentiated_as(reference, fn, args):
     f = jax.custom_jvp(fn)
     f.defjvp(lambda primals, tangents: jax.jvp(reference, primals, tangents))
     return f(*args)
-
-
-def with_engine_at(engine: str, precision: str, args: tuple, d: int, fused, xla, auto_dim: int | None = None):
-    """:func:`with_engine` with the XLA form's products traced at ``precision`` (:func:`products_at`)."""
-    def xla_at(*a):
-        with products_at(precision):
-            return xla(*a)
-
-    return with_engine(engine, args, d, fused, xla_at, auto_dim)
 
 
 def _check_precision(precision: str) -> None:

@@ -31,7 +31,7 @@ from jax.sharding import Mesh, PartitionSpec
 
 from steinax._validation import check_block_size, check_particles, check_scores
 from steinax.kernels.base import RBF, AbstractKernel, as_kernel
-from steinax.kernels.fused import AUTO_FUSED_DIM, check_engine, fused_direction, products_at, with_engine_at
+from steinax.kernels.fused import AUTO_FUSED_DIM, check_engine, fused_direction, products_at, with_engine
 from steinax.kernels.pairwise import pairwise_plan, scan_row_blocks, squared_distances
 from steinax.particles.base import AbstractParticleMethod
 from steinax.sharding import check_mesh, particle_spec
@@ -111,7 +111,7 @@ def _svgd(particles, scores, kernel, block_size, engine="auto", precision="defau
         def fused_rows(interpret, x, s, k):
             return fused_direction(x, s, k, precision=precision, interpret=interpret)
 
-        rows = with_engine_at(engine, precision, (particles, scores, kernel), particles.shape[1], fused_rows, xla_rows,
+        rows = with_engine(engine, precision, (particles, scores, kernel), particles.shape[1], fused_rows, xla_rows,
                               AUTO_FUSED_DIM)
     return rows / n, kernel
 
@@ -197,7 +197,7 @@ class SVGD(AbstractParticleMethod):
     block_size: int | None = None
     mesh: Mesh | None = eqx.field(default=None, static=True)
     engine: str = eqx.field(default="auto", static=True)
-    precision: str = eqx.field(default="float32", static=True)
+    precision: str = eqx.field(default="default", static=True)
 
     def __check_init__(self):
         as_kernel(self.kernel, None)

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from steinax._validation import check_block_size, check_finite_statistic, check_particles, check_scores
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel, imq_fast_path
-from steinax.kernels.fused import check_engine, fused_stein_row_sums, products_at, with_engine_at
+from steinax.kernels.fused import check_engine, fused_stein_row_sums, products_at, with_engine
 from steinax.kernels.pairwise import fold_row_blocks, pairwise_plan, squared_distances
 
 __all__ = ["block_ksd", "stein_kernel_pairs", "SteinTerms", "stein_terms", "stein_kernel_from_terms", "stein_kernel_from_profile", "stein_kernel_matrix", "stein_kernel_row_sums", "ksd", "ESTIMATORS"]
@@ -331,7 +331,7 @@ def _ksd(particles, scores, kernel, estimator, block_size, engine="auto", precis
     else:
         # the fused kernel serves an IMQ once beta = -1/2 is checked at run time (imq_fast_path's branch)
         def pick(k):
-            return with_engine_at(
+            return with_engine(
                 engine, precision, (particles, scores, k), d,
                 lambda interpret, x, s, kk: jnp.sum(fused_stein_row_sums(x, s, kk, precision=precision,
                                                                         interpret=interpret)),
