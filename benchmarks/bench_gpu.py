@@ -280,45 +280,59 @@ def _grid_cell(method_name, n, d):
     return jax.jit(lambda s: method.step(jax.random.key(0), s, target, opt)[0]), state
 
 
-def part_grid(args):
-    """The issue's grid: every method and peer at n in {10^3 .. 10^6}, d in {10, 100, 1000}; each cell capped at
-    ``--cap`` seconds of timing; a cell whose predicted step (6 n^2 d FLOP at 50 TFLOP/s, times the method's
-    factor) exceeds the cap, or that failed at a smaller n, is skipped and said so."""
+def part_grid(args, tp32=None):
+    """The issue's grid: every method and peer at n in {10^3 .. 10^6}, d in {10, 100, 1000}, cheapest cells first
+    (n, then d, then method) so that ``--budget`` cuts the largest. A cell whose predicted step (6 n^2 d FLOP at
+    50 TFLOP/s, times the method's factor) exceeds ``--cell-cap`` seconds, or whose method failed at a smaller n
+    in the same d, is skipped and said so; n = 10^6 runs at d = 10 only. SVGD rows also give the fraction of the
+    float32 matmul throughput measured in the same run."""
     ns = [256, 512] if args.small else [1_000, 10_000, 100_000, 1_000_000]
     ds = [10] if args.small else [10, 100, 1000]
-    factor = {"svgd": 1, "mk_svgd": 10, "cc_svgd": 2, "matrix_average": 3, "gp": 1, "blackjax": 3, "numpyro": 10}
-    for name in ["svgd", "mk_svgd", "cc_svgd", "matrix_average", "gp", "blackjax", "numpyro", "ksd", "coreax_ksd"]:
-        failed_at = None
+    names = ["svgd", "mk_svgd", "cc_svgd", "matrix_average", "gp", "blackjax", "numpyro", "ksd", "coreax_ksd"]
+    factor = {"svgd": 1, "mk_svgd": 10, "cc_svgd": 2, "matrix_average": 3, "gp": 1, "blackjax": 3, "numpyro": 10,
+              "ksd": 1, "coreax_ksd": 3}
+    failed_at: dict = {}
+    for n in ns:
         for d in ds:
-            for n in ns:
-                if failed_at is not None and n >= failed_at:
-                    emit("grid", method=name, n=n, d=d, skipped=f"failed at n = {failed_at}")
+            if n >= 1_000_000 and d > 10:
+                continue
+            for name in names:
+                cell = dict(method=name, n=n, d=d)
+                if time.perf_counter() - T0 > args.budget:
+                    emit("grid", **cell, skipped=f"past the {args.budget:.0f} s budget")
+                    continue
+                if failed_at.get((name, d)) is not None:
+                    emit("grid", **cell, skipped=f"failed at n = {failed_at[(name, d)]}")
                     continue
                 if name in ("matrix_average", "gp") and (d > 100 or n > 100_000):
-                    emit("grid", method=name, n=n, d=d, skipped="d^2 Hessians / d x d factorisations per particle")
+                    emit("grid", **cell, skipped="d^2 Hessians / d x d factorisations per particle")
                     continue
-                predicted = 6.0 * n * n * d / 50e12 * factor.get(name, 1)
-                if not args.small and predicted > args.cap:
-                    emit("grid", method=name, n=n, d=d, skipped=f"predicted {predicted:.0f} s > cap")
+                predicted = 6.0 * n * n * d / 50e12 * factor[name]
+                if not args.small and predicted > args.cell_cap:
+                    emit("grid", **cell, skipped=f"predicted {predicted:.0f} s a step > {args.cell_cap:.0f} s")
                     continue
                 try:
                     if name in ("ksd", "coreax_ksd"):
                         x = jax.random.normal(jax.random.key(0), (n, d), jnp.float32)
                         if name == "ksd":
                             f = jax.jit(lambda x: steinax.ksd(x, -x))
-                        else:
-                            from coreax.kernels import InverseMultiquadricKernel, SteinKernel
+                        else:  # coreax 1.0: PCIMQ with length scale 1/sqrt(2) is steinax's IMQ(1, -1/2)
+                            from coreax.kernels import PCIMQKernel, SteinKernel
 
-                            stein = SteinKernel(InverseMultiquadricKernel(), lambda x: -x)
-                            f = jax.jit(lambda x: stein.compute_mean(x, x))
+                            stein = SteinKernel(PCIMQKernel(length_scale=2**-0.5), lambda x: -x)
+                            f = jax.jit(lambda x: stein.compute_mean(x, x, block_size=min(n, 4096)))
                         first, s = timed(lambda: f(x), repeats=3, cap=args.cap)
+                        extra = {"value": float(f(x))}
                     else:
                         step, state = _grid_cell(name, n, d)
                         first, s = timed(lambda: step(state), repeats=3, cap=args.cap)
-                    emit("grid", method=name, n=n, d=d, ms=1e3 * s, first_call_s=first)
+                        extra = {}
+                    if name == "svgd" and tp32:
+                        extra["fraction_of_float32_matmul"] = 6.0 * n * n * d / s / tp32
+                    emit("grid", **cell, ms=1e3 * s, first_call_s=first, **extra)
                 except Exception as exc:  # noqa: BLE001 - out of memory, a missing peer: reported
-                    failed_at = n
-                    emit("grid", method=name, n=n, d=d, error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:150]}")
+                    failed_at[(name, d)] = n
+                    emit("grid", **cell, error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:150]}")
 
 
 def main(argv=None):
@@ -326,6 +340,7 @@ def main(argv=None):
     p.add_argument("--out", default=None, help="folder for gpu.csv")
     p.add_argument("--small", action="store_true", help="toy sizes (a smoke test on the CPU)")
     p.add_argument("--cap", type=float, default=60.0, help="seconds of timing per cell")
+    p.add_argument("--cell-cap", type=float, default=10.0, help="grid: skip cells predicted slower a step")
     p.add_argument("--budget", type=float, default=330.0, help="seconds; optional parts are skipped beyond it")
     p.add_argument("--parts", nargs="+", default=["matmul", "tiles", "step", "median", "million", "peers", "ksd",
                                                    "accuracy"], help="also: grid (the issue's whole grid, ~30 min)")
@@ -356,7 +371,7 @@ def main(argv=None):
         ("accuracy", lambda: part_accuracy(args, 256 if small else 4096, 100, h)),
         ("tiles", lambda: part_tiles(args, n_step, d_step, h)),
         ("million", lambda: part_million(args, 2048 if small else 1_000_000, [100], tp32) if tp32 else None),
-        ("grid", lambda: part_grid(args)),
+        ("grid", lambda: part_grid(args, tp32)),
     ]
     try:
         for name, run_part in parts:
