@@ -76,6 +76,22 @@ def test_compiled_step_exports_for_cuda_without_host_callbacks(name):
     assert fused == (name == "svgd-median-blocked")  # engine="auto": the Pallas kernel where it measured faster
 
 
+@pytest.mark.parametrize("method, n", [("svgd", 1_000_000), ("cc_svgd", 100_000), ("matrix_svgd", 1_000_000)])
+def test_steps_at_scale_trace_for_cuda(method, n):
+    """Regression (H200 grid, run 4): past 2^31 pairs the device's selections compared int32 counts with
+    Python ranks (CC-SVGD's per-coordinate median at n = 10^5) and sized the bracket's buffer at 2.9e9 values
+    (Liu's median at n = 10^6); both failed before anything ran. Traced only: nothing of size n^2 is built."""
+    m = {"svgd": steinax.svgd(), "cc_svgd": steinax.cc_svgd(),
+         "matrix_svgd": steinax.matrix_svgd("hessian", "average")}[method]
+    target = steinax.targets.Gaussian(jnp.zeros(10), jnp.eye(10))
+    opt = optax.sgd(1e-3)
+    state = jax.eval_shape(lambda: m.init(jnp.zeros((n, 10)), opt, target))
+    with tracing_for("cuda"):
+        exported = export.export(jax.jit(lambda s: m.step(jax.random.key(0), s, target, opt)[0]),
+                                 platforms=("cuda",), disabled_checks=_TRITON)(state)
+    assert not _callbacks(exported.mlir_module())
+
+
 def test_export_for_cuda_refuses_a_host_callback():
     """The check above can fail: the same export of a program with a host callback is refused."""
     def f(x):

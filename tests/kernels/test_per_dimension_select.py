@@ -73,3 +73,31 @@ def test_host_path_large_n_and_a_non_finite_coordinate():
     want = _naive(x)
     np.testing.assert_array_equal(got[[0, 2]], want[[0, 2]])
     assert np.isnan(got[1])  # median_bandwidth then falls back to h = 1
+
+
+def test_device_path_counts_past_2_to_31_pairs():
+    # Regression (GPU grid, run 4): at n = 10^5 the device path compared an int32 pair count with the
+    # rank 2,499,974,999 and failed to trace; counts are now int32 limbs. Integers 0..n-1: the gap g
+    # occurs n - g times, so the middle ranks' gaps follow from a cumulative count in int64.
+    n = 100_000  # the middle rank n (n - 1) / 4 = 2.5e9 > 2^31
+    x = np.arange(n, dtype=np.float32)[::-1].copy()
+    gaps = np.arange(1, n, dtype=np.int64)
+    below = np.cumsum(n - gaps)  # pairs with gap <= g
+    count = n * (n - 1) // 2
+    ranks = [count // 2] if count % 2 else [count // 2 - 1, count // 2]
+    sq = [np.float32(gaps[np.searchsorted(below, r, side="right")]) ** 2 for r in ranks]
+    want = np.float32(np.mean(np.asarray(sq, np.float64)))
+    got = jax.jit(_median_pairwise_1d)(jnp.asarray(x))
+    assert float(got) == pytest.approx(float(want), rel=1e-7)
+
+
+def test_limb_sums_equal_int64_sums():
+    from steinax.kernels.select import limbs_le, limbs_sum
+
+    rng = np.random.default_rng(0)
+    for size in [1, 7, 2**15, 2**15 + 1, 3 * 2**16 + 5]:
+        x = rng.integers(0, 2**30, size).astype(np.int32)
+        hi, lo = jax.jit(limbs_sum)(jnp.asarray(x))
+        total = int(x.astype(np.int64).sum())
+        assert int(hi) * 2**30 + int(lo) == total and 0 <= int(lo) < 2**30
+        assert bool(limbs_le((hi, lo), total)) and not bool(limbs_le((hi, lo), total - 1))

@@ -52,6 +52,19 @@ def test_bracket_miss_falls_back_to_the_exact_bisection(host, key):
     np.testing.assert_array_equal(got, ref[[79_999, 80_000]])
 
 
+@pytest.mark.parametrize("host", [True, False])
+def test_past_the_buffer_limit_the_bisection_runs_alone(host, key, monkeypatch):
+    # at 10^6 particles the bracket's buffer would hold 2.9e9 values; with the limit at 0, every count is
+    # past it: the answer is the same exact order statistic, and no host callback is traced
+    monkeypatch.setattr(sel, "_MAX_BUFFER", 0)
+    v = jax.random.uniform(key, (300, 300))
+    ref = np.sort(np.asarray(v).reshape(-1))
+    f = jax.jit(lambda v: sel.select_ranks(sel.dense_source(v), [44_999, 45_000], v.size, v.dtype, _sampler(v),
+                                           block_entries=v.size, host=host))
+    np.testing.assert_array_equal(f(v), ref[[44_999, 45_000]])
+    assert "callback" not in f.lower(v).as_text()
+
+
 def test_host_select_with_mask_and_small_inputs(key):
     v = np.asarray(jax.random.uniform(key, (500, 300)))
     mask = np.asarray(jax.random.bernoulli(jax.random.fold_in(key, 1), 0.7, v.shape))

@@ -56,7 +56,18 @@ import numpy as np
 from steinax._host import host_call
 from steinax._platform import on_cpu_else
 from steinax.kernels.pairwise import fold_row_blocks, pairwise_plan, squared_distances
-from steinax.kernels.select import POOL_WORKERS, _pool, _uint_type, dense_source, host_select, kth_from_source, select_ranks, use_host
+from steinax.kernels.select import (
+    POOL_WORKERS,
+    _pool,
+    _uint_type,
+    dense_source,
+    host_select,
+    kth_from_source,
+    limbs_le,
+    limbs_sum,
+    select_ranks,
+    use_host,
+)
 
 __all__ = ["BANDWIDTH_RULES", "median_bandwidth", "median_squared_distance", "kth_smallest"]
 
@@ -537,7 +548,7 @@ def _median_pairwise_1d(col: jax.Array) -> jax.Array:
 
     Bisection on the bit patterns of the ``k``-th squared difference, each step
     counting the pairs below a threshold by the exact per-row binary search (see
-    above). The squares are selected, not squared afterwards: inside ``jit`` XLA may
+    above), in int32 limbs: past ``n = 65,536`` there are more than ``2^31`` pairs. The squares are selected, not squared afterwards: inside ``jit`` XLA may
     fuse a square into the final mean (a fused multiply-add), which rounds differently.
     """
     n = col.shape[0]
@@ -548,8 +559,8 @@ def _median_pairwise_1d(col: jax.Array) -> jax.Array:
     nbits = 8 * jnp.dtype(dtype).itemsize
     first = jnp.arange(1, n + 1)
 
-    def n_le(t):  # number of pairs i < j with fl(fl(xs[j] - xs[i])^2) <= t
-        return jnp.sum(_row_bounds(xs, t[None], False, jnp, square=True)[0] - first)
+    def n_le(t):  # number of pairs i < j with fl(fl(xs[j] - xs[i])^2) <= t, as int32 limbs
+        return limbs_sum(_row_bounds(xs, t[None], False, jnp, square=True)[0] - first)
 
     def kth(k):
         lo = jnp.zeros((), utype)
@@ -559,7 +570,7 @@ def _median_pairwise_1d(col: jax.Array) -> jax.Array:
         def body(_, b):
             lo, hi = b
             mid = lo + (hi - lo) // 2
-            ok = n_le(jax.lax.bitcast_convert_type(mid, dtype)) > k
+            ok = ~limbs_le(n_le(jax.lax.bitcast_convert_type(mid, dtype)), k)  # count > k, past 2^31 pairs
             return jnp.where(ok, lo, mid + 1), jnp.where(ok, mid, hi)
 
         lo, hi = jax.lax.fori_loop(0, nbits, body, (lo, hi))

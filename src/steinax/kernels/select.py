@@ -23,7 +23,8 @@ block of distances on demand and never stores them.
 
 If the bracket misses (or a buffer overflows), an exact fallback runs: k-ary
 bisection on the floats' bit patterns (:func:`kth_from_source`, one counting
-pass per step). Either way the result is the exact order statistic, so it does
+pass per step). Past about 10^11 values (the pairs of 10^6 particles), where the
+bracket would buffer billions of them, the bisection runs alone. Either way the result is the exact order statistic, so it does
 not depend on the order of the data, on the blocking, or on how the data are
 sharded (``axis_name``: counts are summed and buffers gathered across devices;
 no host callback is used inside a sharded computation).
@@ -103,6 +104,29 @@ def _limbs_psum(c, axis_name):
     bottom = jax.lax.psum(lo & (2**15 - 1), axis_name)
     hi = hi + top // 2**15
     return _normalise(hi, (top % 2**15) * 2**15, bottom)
+
+
+def limbs_sum(x):
+    """The sum of a 1-D int32 array of counts in ``[0, 2^30)`` as ``(hi, lo)`` limbs, exact at any length.
+
+    Each count is split into 15-bit halves; a block of ``2^15`` halves sums below ``2^30``, and the blocks'
+    partial sums are summed the same way (one level per factor ``2^15`` in length)."""
+    x = x.reshape(-1)
+    block = 2**15
+    if x.size <= block:
+        top = jnp.sum(x >> 15)  # units of 2^15, < 2^30
+        bottom = jnp.sum(x & (block - 1))
+        return _normalise(top >> 15, (top & (block - 1)) << 15, bottom)
+    x = jnp.pad(x, (0, -x.size % block)).reshape(-1, block)
+    top = jnp.sum(x >> 15, axis=1)
+    bottom = jnp.sum(x & (block - 1), axis=1)
+    hi, lo = limbs_sum(jnp.concatenate([(top & (block - 1)) << 15, bottom]))
+    return hi + jnp.sum(top >> 15), lo
+
+
+def limbs_le(c, k: int):
+    """``c <= k`` for limbs ``c`` (:func:`limbs_sum`) and a Python int ``k`` of any size."""
+    return _limbs_le(c, k)
 
 
 def _normalise(hi, a, b):
@@ -188,6 +212,7 @@ def kth_from_source(fold, k: int, dtype, axis_name=None, arity_bits: int | None 
 # ---------------------------------------------------------------- host (NumPy) pieces
 
 _CHUNK = 2**18  # values per NumPy chunk (cache-sized)
+_MAX_BUFFER = 2**27  # the bracket pass's largest buffer (512 MB of float32); beyond it, bisection alone
 
 
 def _bracket_ranks(ranks, count: int, m: int, z: float = _Z):
@@ -352,6 +377,10 @@ def select_ranks(fold, ranks, count: int, dtype, sample_fn, *, block_entries: in
     frac = min(1.0, (hi_r - lo_r + 1) / m)
     cap_block = int(min(block_entries, 8 * frac * block_entries + 4096))
     cap_total = int(min(count + cap_block, 2 * frac * count + 2 * cap_block))
+    if cap_total > _MAX_BUFFER:
+        # past ~10^11 values the bracket would hold billions (12 GB at n = 10^6 particles, and int32 offsets):
+        # bisection alone, a counting pass per step, in memory O(block)
+        return jnp.stack([kth_from_source(fold, r, dtype, axis_name) for r in ranks])
     inf = jnp.asarray(jnp.inf, dtype)
 
     def compact(v, msk):
