@@ -144,6 +144,27 @@ def test_constant_coordinate_and_identical_draws_are_refused():
         stein_thinning(x, None, 5, scores=-x)
     with pytest.raises(ValueError, match="median distance between the draws is 0"):
         thinning_metric(jnp.asarray(x), "med")
+    with pytest.raises(ValueError, match="median distance between the draws is 0"):  # the one-program path
+        stein_thinning(x, None, 5, scores=-x, standardize=False, preconditioner="sclmed")
+
+
+@pytest.mark.parametrize("n", [1, 5, 1024, 1025, 3000, 100_000])
+def test_two_level_argmin_is_jnp_argmin(n):
+    """The greedy pick's argmin (two levels: XLA:CPU's variadic argmin is 20x slower) returns jnp.argmin's
+    index, the first minimum, with ties, infinities and a NaN (which ranks first, as in jnp.argmin)."""
+    from steinax.diagnostics.thinning import _first_argmin
+
+    rng = np.random.default_rng(n)
+    f = jax.jit(_first_argmin)
+    for trial in range(12):
+        v = rng.integers(0, 5, n).astype(np.float32)
+        if trial % 4 == 1:
+            v[rng.integers(n, size=2)] = np.nan
+        elif trial % 4 == 2:
+            v[:] = np.inf
+        elif trial % 4 == 3:
+            v[rng.integers(n)] = -np.inf
+        assert int(f(jnp.asarray(v))) == int(jnp.argmin(jnp.asarray(v)))
 
 
 def test_cli_thin_writes_the_same_picks_as_the_function(tmp_path, capsys):
