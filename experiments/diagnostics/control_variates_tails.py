@@ -12,7 +12,10 @@ reruns its i.i.d. setting (the same target, draws and seeds) and shows where the
   (``ControlVariateEstimate.adjusted``): the normal interval the library reports; a Student-t
   quantile with ``2 n / (kurtosis - 1)`` degrees of freedom (the sample variance's own uncertainty);
   the spread of the five cross-fitting folds' means with a t_4 quantile; and Johnson's (1978)
-  skewness-corrected t.
+  skewness-corrected t;
+* the same normal interval with each *fixed* basis instead of the cross-validated choice (polynomial
+  fields of degree 2, 3, 4; polynomials of degree 3, 4) and for the plain mean, counting the misses
+  above and below the truth: if the choice of basis caused the misses, some fixed basis would cover.
 
     python experiments/diagnostics/control_variates_tails.py [--reps 200] [--draws 1000]
 """
@@ -75,9 +78,21 @@ def main(argv=None):
         "calibrated coverage within": f"[{lo}, {hi}] (binomial 99%)"})
     target, _, sampler, m1, m2 = targets()["skewed_t5"]
     z, reach, covered = [], [], []
+    fixed = [("polynomial_field", 2), ("polynomial_field", 3), ("polynomial_field", 4), ("polynomial", 3),
+             ("polynomial", 4), ("plain mean", None)]
+    sides = {b: np.zeros((2, 2), int) for b in fixed}  # [function, (miss above, miss below)]
     for r in range(a.reps):
         x = sampler(jax.random.fold_in(jax.random.key(7), r), a.draws)
-        cv = stein_control_variates(x, target, jnp.concatenate([x, x * x], axis=-1))
+        f = jnp.concatenate([x, x * x], axis=-1)
+        cv = stein_control_variates(x, target, f)
+        for b in fixed:
+            if b[1] is None:
+                est, se = np.asarray(cv.mean, np.float64)[2:], np.asarray(cv.mean_standard_error, np.float64)[2:]
+            else:
+                one = stein_control_variates(x, target, f, basis=b[0], degree=b[1])
+                est, se = np.asarray(one.estimate, np.float64)[2:], np.asarray(one.standard_error, np.float64)[2:]
+            sides[b][:, 0] += (est - m2) > 1.96 * se
+            sides[b][:, 1] += (est - m2) < -1.96 * se
         u = np.asarray(cv.adjusted, np.float64)[:, 2:]
         z.append((np.asarray(cv.estimate, np.float64)[2:] - m2) / np.asarray(cv.standard_error, np.float64)[2:])
         reach.append(np.abs(np.asarray(x, np.float64)).max(axis=0))
@@ -97,8 +112,18 @@ def main(argv=None):
     print(f"   covering replications of {a.reps} (calibrated: [{lo}, {hi}]):")
     for rule in covered[0][0]:
         counts = [sum(c[j][rule] for c in covered) for j in range(2)]
-        rules.append({"rule": rule, "reps": a.reps, "covered_x1sq": counts[0], "covered_x2sq": counts[1]})
+        rules.append({"rule": rule, "reps": a.reps, "covered_x1sq": counts[0], "covered_x2sq": counts[1],
+                      "above_below_x1sq": "", "above_below_x2sq": ""})
         print(f"   {rule:<24s} x1^2 {counts[0]:3d}  x2^2 {counts[1]:3d}")
+    print(f"   fixed bases, normal interval: covering of {a.reps} (misses above / below the truth):")
+    for b, m in sides.items():
+        name = b[0] if b[1] is None else f"{b[0]}:{b[1]}"
+        counts = [a.reps - int(m[j].sum()) for j in range(2)]
+        rules.append({"rule": f"fixed basis {name}", "reps": a.reps, "covered_x1sq": counts[0],
+                      "covered_x2sq": counts[1], "above_below_x1sq": f"{m[0, 0]}/{m[0, 1]}",
+                      "above_below_x2sq": f"{m[1, 0]}/{m[1, 1]}"})
+        print(f"   {name:<22s} x1^2 {counts[0]:3d} ({m[0, 0]:2d} / {m[0, 1]:2d})  x2^2 {counts[1]:3d} "
+              f"({m[1, 0]:2d} / {m[1, 1]:2d})")
     os.makedirs(a.out, exist_ok=True)
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(8, 3), sharey=True)
