@@ -52,6 +52,8 @@ TINY = {
     "stein_gp/air_quality.py": ["--days", "20", "--inits", "1", "--particles", "20", "--steps", "3", "--inducing", "20",
                                 "--batch", "50", "--map-steps", "3", "--nuts-warmup", "3", "--nuts-samples", "5",
                                 "--nuts-max-tree-depth", "2", "--grid", "10"],
+    "kcc_sd/bnn_search.py": ["--val-seeds", "1", "--test-seeds", "1", "--steps", "5", "--bandwidths", "1",
+                             "--rates", "0.01"],
     "kcc_sd/opvi_search.py": ["--dims", "2", "--observations", "100", "--lrs", "0.1", "--samples", "10", "--seeds", "1"],
     "unfold/gmm_ablation.py": ["--quick", "--particles", "10", "--reference", "50", "--T", "2"],
     "unfold/models.py": ["--task", "blr", "--dataset", "pima", "--trials", "1", "--select", "1", "--iterations", "5",
