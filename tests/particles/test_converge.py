@@ -48,6 +48,21 @@ def test_moment_change_reads_mean_and_sd_moves_in_sds():
     assert moment_change(before, (np.zeros(2), np.array([1.0, 2.0]))) == pytest.approx(np.log(2.0))
 
 
+def test_a_collapsed_coordinate_is_named_not_counted_in_astronomical_sds():
+    """Seen in a BNN search: a coordinate whose particles had all taken one value (sd 0) and then moved read as
+    'moved by 4.56e+306 sds'; the warning now says what happened."""
+    from steinax.particles.converge import settled_over
+
+    class State:
+        step = 600
+        particles = jnp.array([[0.0, 1.5], [0.1, 1.5], [0.2, 1.5]])
+
+    snapshot = (100, np.array([0.1, 1.0]), np.array([0.08, 0.0]))
+    with pytest.warns(steinax.ConvergenceWarning, match="collapsed onto one value"):
+        converged, info = settled_over(snapshot, State(), 600)
+    assert not converged and info["delta"] > 1e6
+
+
 def test_fixed_run_whose_ksd_climbs_back_warns():
     """The issue's symptom: a final KSD many times the run's own minimum, silently. Now it warns."""
     trace = steinax.Trace(step=jnp.arange(20) * 100, ksd=jnp.r_[jnp.linspace(10.0, 1.0, 15), jnp.full(5, 7.0)],

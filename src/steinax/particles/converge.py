@@ -98,7 +98,7 @@ def settled_over(snapshot, state, end_step: int, tol: float = DEFAULT_TOL):
     converged = bool(delta < allowed)
     if not converged:
         warnings.warn(f"the particles are still moving: over the last {window} steps (from step {start}) a particle "
-                      f"mean or sd moved by {delta:.3g} sds (a settled run moves less than {allowed:.3g}); they are not "
+                      f"mean or sd moved by {_sds(delta)} (a settled run moves less than {allowed:.3g}); they are not "
                       "a converged approximation. Run longer or with a larger step (with plain SGD, particles outside "
                       "the others' kernel reach move at step / n), or with steps=None (Adam until settled)",
                       ConvergenceWarning, stacklevel=3)
@@ -122,6 +122,14 @@ def moment_change(before, after) -> float:
     tiny = np.finfo(np.float64).tiny
     s0 = np.maximum(s0, tiny)
     return float(np.max(np.maximum(np.abs(m1 - m0) / s0, np.abs(np.log(np.maximum(s1, tiny) / s0)))))
+
+
+def _sds(delta: float) -> str:
+    """``Delta`` for a warning; past 10^6 sds a coordinate's particles had (all but) collapsed onto one value."""
+    if delta > 1e6:
+        return (f"{delta:.3g} sds: some coordinate's particles had collapsed onto one value (sd near 0) and "
+                "then moved")
+    return f"{delta:.3g} sds"
 
 
 def _plateaued(ksd) -> bool:
@@ -189,7 +197,7 @@ def run_until_converged(method, target, particles, *, rng_key, optimizer=None, m
     info = {"steps": segment * check_every, "delta": delta, "learning_rate": lr}
     if not converged:
         warnings.warn(f"not converged after {segment * check_every} steps (max_steps): over the last {check_every} "
-                      f"steps a particle mean or sd still moved by {delta:.3g} sds (tolerance {tol}); the particles are "
+                      f"steps a particle mean or sd still moved by {_sds(delta)} (tolerance {tol}); the particles are "
                       "not a settled approximation. Raise max_steps, lower the learning rate, or check with "
                       "steinax.diagnostics.sample_quality(..., spread=True)", ConvergenceWarning, stacklevel=3)
     return RunResult(particles=result.particles, samples=result.samples, trace=trace, state=result.state, wall_time=wall,
