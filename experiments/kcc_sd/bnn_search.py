@@ -113,6 +113,19 @@ def main(argv=None):
         s = summary[-1]
         print(f"   {method:<8} RMSE {s['rmse']:.3f} +- {s['rmse_se']:.3f} (paper {s['paper_rmse']:.3f})   "
               f"LL {s['loglik']:.3f} +- {s['loglik_se']:.3f} (paper {s['paper_loglik']:.3f})", flush=True)
+    def per_split(m, metric):
+        h = h_best if m != "map" else None
+        return np.array([float(done[("test", m, str(h), f"{lr_best:g}", str(k))][metric]) for k in range(a.test_seeds)])
+
+    for metric, col in (("rmse", 0), ("loglik", 1)):
+        for other in ("svgd", "map"):
+            diff = per_split("cc_svgd", metric) - per_split(other, metric)
+            better = int(np.sum(diff < 0) if metric == "rmse" else np.sum(diff > 0))
+            se = diff.std(ddof=1) / np.sqrt(diff.size)
+            print(f"   paired, CC-SVGD - {other}: {metric} {diff.mean():+.3f} +- {se:.3f} (CC-SVGD better on {better} of "
+                  f"{diff.size} splits; paper {PAPER['cc_svgd'][col] - PAPER[other][col]:+.3f})")
+            summary[0][f"paired_{metric}_minus_{other}"] = float(diff.mean())
+            summary[0][f"paired_{metric}_minus_{other}_se"] = float(se)
     write_csv_atomically(os.path.join(a.out, "bnn_search_grid.csv"), grid)
     write_csv_atomically(os.path.join(a.out, "bnn_search.csv"), summary)
     plt = pyplot()
