@@ -548,8 +548,9 @@ def _median_pairwise_1d(col: jax.Array) -> jax.Array:
 
     Bisection on the bit patterns of the ``k``-th squared difference, each step
     counting the pairs below a threshold by the exact per-row binary search (see
-    above), in int32 limbs: past ``n = 65,536`` there are more than ``2^31`` pairs. The squares are selected, not squared afterwards: inside ``jit`` XLA may
-    fuse a square into the final mean (a fused multiply-add), which rounds differently.
+    above), in int32 limbs: past ``n = 65,536`` there are more than ``2^31`` pairs.
+    The squares are selected, not squared afterwards: inside ``jit`` XLA may fuse a
+    square into the final mean (a fused multiply-add), which rounds differently.
     """
     n = col.shape[0]
     count = n * (n - 1) // 2

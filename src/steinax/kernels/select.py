@@ -24,8 +24,8 @@ block of distances on demand and never stores them.
 If the bracket misses (or a buffer overflows), an exact fallback runs: k-ary
 bisection on the floats' bit patterns (:func:`kth_from_source`, one counting
 pass per step). Past about 10^11 values (the pairs of 10^6 particles), where the
-bracket would buffer billions of them, the bisection runs alone. Either way the result is the exact order statistic, so it does
-not depend on the order of the data, on the blocking, or on how the data are
+bracket would buffer billions of them, the bisection runs alone. Either way the
+result is the exact order statistic, so it does not depend on the order of the data, on the blocking, or on how the data are
 sharded (``axis_name``: counts are summed and buffers gathered across devices;
 no host callback is used inside a sharded computation).
 
@@ -81,8 +81,8 @@ def _limbs_add(c, x):
     return hi + carry, lo - carry * _BASE
 
 
-def _limbs_le(c, k: int):
-    """``c <= k`` for a Python int or an int32 array ``k``."""
+def limbs_le(c, k: int):
+    """``c <= k`` for limbs ``c`` and a Python int (of any size) or an int32 array ``k``."""
     k_hi, k_lo = divmod(k, _BASE)
     hi, lo = c
     return (hi < k_hi) | ((hi == k_hi) & (lo <= k_lo))
@@ -99,11 +99,14 @@ def _limbs_minus(k: int, c):
 def _limbs_psum(c, axis_name):
     """Sum limb counts over devices; ``lo`` is split into 15-bit halves so no partial sum overflows."""
     hi, lo = c
-    hi = jax.lax.psum(hi, axis_name)
-    top = jax.lax.psum(lo >> 15, axis_name)  # units of 2^15
-    bottom = jax.lax.psum(lo & (2**15 - 1), axis_name)
-    hi = hi + top // 2**15
-    return _normalise(hi, (top % 2**15) * 2**15, bottom)
+    return _from_halves(jax.lax.psum(hi, axis_name), jax.lax.psum(lo >> 15, axis_name),
+                        jax.lax.psum(lo & (2**15 - 1), axis_name))
+
+
+def _from_halves(hi, top, bottom):
+    """``hi * 2^30 + top * 2^15 + bottom`` as limbs, for sums ``top``, ``bottom`` below ``2^30``: each count
+    is split into 15-bit halves before summing, so that no partial sum overflows int32."""
+    return _normalise(hi + (top >> 15), (top & (2**15 - 1)) << 15, bottom)
 
 
 def limbs_sum(x):
@@ -114,19 +117,12 @@ def limbs_sum(x):
     x = x.reshape(-1)
     block = 2**15
     if x.size <= block:
-        top = jnp.sum(x >> 15)  # units of 2^15, < 2^30
-        bottom = jnp.sum(x & (block - 1))
-        return _normalise(top >> 15, (top & (block - 1)) << 15, bottom)
+        return _from_halves(jnp.zeros((), x.dtype), jnp.sum(x >> 15), jnp.sum(x & (block - 1)))
     x = jnp.pad(x, (0, -x.size % block)).reshape(-1, block)
-    top = jnp.sum(x >> 15, axis=1)
+    top = jnp.sum(x >> 15, axis=1)  # per block, below 2^30
     bottom = jnp.sum(x & (block - 1), axis=1)
     hi, lo = limbs_sum(jnp.concatenate([(top & (block - 1)) << 15, bottom]))
     return hi + jnp.sum(top >> 15), lo
-
-
-def limbs_le(c, k: int):
-    """``c <= k`` for limbs ``c`` (:func:`limbs_sum`) and a Python int ``k`` of any size."""
-    return _limbs_le(c, k)
 
 
 def _normalise(hi, a, b):
@@ -196,7 +192,7 @@ def kth_from_source(fold, k: int, dtype, axis_name=None, arity_bits: int | None 
         counts = fold(count, _limbs(jnp.zeros((arity - 1,), jnp.int32)))
         if axis_name is not None:
             counts = _limbs_psum(counts, axis_name)
-        ok = ~_limbs_le(counts, k)  # the answer is <= thr[j] exactly where ok[j]
+        ok = ~limbs_le(counts, k)  # the answer is <= thr[j] exactly where ok[j]
         idx = jnp.argmax(ok)
         any_ok = jnp.any(ok)
         new_hi = jnp.where(any_ok, thr[idx], hi)
