@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from steinax.diagnostics import stein_control_variates
+from steinax.diagnostics.control_variates import _n_features
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -70,6 +71,13 @@ def main(argv=None):
     a = p.parse_args(argv)
     from scipy.stats import binom
 
+    fixed = [("polynomial_field", 2), ("polynomial_field", 3), ("polynomial_field", 4), ("polynomial", 3),
+             ("polynomial", 4), ("plain mean", None)]
+    # every fixed basis must fit the library's rule (fewer than n / 4 coefficients), or the comparison is incomplete
+    least = max(4 * (_n_features(b, 2, q) + 1) for b, q in fixed if q is not None)
+    if a.draws < least:
+        p.error(f"--draws must be at least {least} (the degree-4 fields' coefficients times 4); received {a.draws}")
+
     lo, hi = (int(v) for v in binom.interval(0.99, a.reps, 0.95))
     banner("Stein control variates on a heavy-tailed target: where the intervals miss", {
         "target": "skewed Student-t(5), 2-D (control_variates_coverage.py)", "functions": "x_1^2, x_2^2",
@@ -78,8 +86,6 @@ def main(argv=None):
         "calibrated coverage within": f"[{lo}, {hi}] (binomial 99%)"})
     target, _, sampler, m1, m2 = targets()["skewed_t5"]
     z, reach, covered = [], [], []
-    fixed = [("polynomial_field", 2), ("polynomial_field", 3), ("polynomial_field", 4), ("polynomial", 3),
-             ("polynomial", 4), ("plain mean", None)]
     sides = {b: np.zeros((2, 2), int) for b in fixed}  # [function, (miss above, miss below)]
     for r in range(a.reps):
         x = sampler(jax.random.fold_in(jax.random.key(7), r), a.draws)
