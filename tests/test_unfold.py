@@ -54,7 +54,7 @@ def test_unrolled_gradient_equals_finite_differences(key):
         np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-9)
         assert np.all(np.abs(fd) > 1e-4)  # the check is not vacuous: every step matters
         # checkpointing changes memory, not the gradient
-        g_nockpt = jax.grad(lambda s: loss(unfold.unroll(s, method, target, prob.particles, key, checkpoint=False),
+        g_nockpt = jax.grad(lambda s: loss(unfold.unroll(s, method, target, prob.particles, key, remat=False),
                                            prob))(steps)
         np.testing.assert_allclose(grad, g_nockpt, **tolerance(jnp.float64))
 
@@ -232,7 +232,7 @@ def test_checkpointed_backprop_memory_is_bounded():
 
     def temp_bytes(T, checkpoint):
         f = jax.grad(lambda s: unfold.mmd_loss()(unfold.unroll(s, steinax.svgd(), target, x0, jax.random.key(2),
-                                                               checkpoint=checkpoint), unfold.Problem(x0, data=ref)))
+                                                               remat=checkpoint), unfold.Problem(x0, data=ref)))
         return jax.jit(f).lower(jnp.ones(T)).compile().memory_analysis().temp_size_in_bytes
 
     kernel_matrix = n * n * 4
@@ -240,6 +240,50 @@ def test_checkpointed_backprop_memory_is_bounded():
     grow_plain = temp_bytes(40, False) - temp_bytes(10, False)
     assert grow_ckpt < 30 * kernel_matrix
     assert grow_ckpt < grow_plain
+
+
+def test_training_resumes_after_interruption(tmp_path, monkeypatch, key):
+    """A training interrupted after a save and called again with the same arguments returns, bit for bit, the
+    schedule and losses of an uninterrupted call (DUSVGD over 3 stages of 3 epochs, C-DUSVGD over 7 epochs); a
+    call with other settings refuses the file; a finished file returns its schedule without training."""
+    import steinax.checkpoint as ckpt
+
+    target, problem = _gmm_problem(dtype=jnp.float32)
+    loss = unfold.mmd_loss()
+    common = dict(target=target, batch_size=2, optimizer=optax.adam(0.05), rng_key=key)
+    trainers = [(unfold.train_dusvgd, dict(epochs=3, init=0.3)), (unfold.train_chebyshev, dict(epochs=7, alpha=4.0))]
+    real_save = ckpt.save_checkpoint
+    for train, kw in trainers:
+        plain = train(problem, loss, 3, **common, **kw)
+        path = tmp_path / f"{train.__name__}.npz"
+        saves = []
+
+        def save_then_stop(*args, **kwargs):
+            real_save(*args, **kwargs)
+            saves.append(args[2]["epochs_done"])
+            raise KeyboardInterrupt  # the session is stopped right after its first save
+
+        monkeypatch.setattr(ckpt, "save_checkpoint", save_then_stop)
+        with pytest.raises(KeyboardInterrupt):
+            train(problem, loss, 3, **common, **kw, checkpoint=path, checkpoint_every=2)
+        monkeypatch.setattr(ckpt, "save_checkpoint", real_save)
+        assert saves == [2] and ckpt.read_meta(path)["epochs_done"] == 2
+        resumed = train(problem, loss, 3, **common, **kw, checkpoint=path, checkpoint_every=2)
+        np.testing.assert_array_equal(resumed.steps, plain.steps)
+        np.testing.assert_array_equal(resumed.log.losses, plain.log.losses)
+        np.testing.assert_array_equal(resumed.log.stages, plain.log.stages)
+        assert not np.array_equal(plain.log.losses[:1], plain.log.losses[-1:])  # the training moved
+        # a finished file: no further update (a zero learning rate would give the same answer only by accident)
+        monkeypatch.setattr(ckpt, "save_checkpoint", lambda *a, **k: pytest.fail("a finished training saved again"))
+        again = train(problem, loss, 3, **common, **kw, checkpoint=path)
+        monkeypatch.setattr(ckpt, "save_checkpoint", real_save)
+        np.testing.assert_array_equal(again.steps, plain.steps)
+        with pytest.raises(ckpt.CheckpointMismatchError, match="epochs"):
+            train(problem, loss, 3, **{**common, **kw, "epochs": kw["epochs"] + 1}, checkpoint=path)
+    with pytest.raises(TypeError, match="remat"):
+        unfold.train_dusvgd(problem, loss, 3, target=target, checkpoint=False)
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        unfold.train_dusvgd(problem, loss, 3, target=target, checkpoint=tmp_path / "x.npz", checkpoint_every=0)
 
 
 def test_bad_input(tmp_path, key):

@@ -29,6 +29,11 @@ evaluation splits).
 
     python experiments/unfold/models.py --task blr [--trials 10] [--iterations 500]
     python experiments/unfold/models.py --task bnn [--trials 10] [--iterations 3000]
+
+A long run resumes after an interruption (``--state DIR``, default ``<out>/state_<task>``): the two
+trainings save their state there every 10 epochs (``train_dusvgd(checkpoint=...)``), and every test
+curve already computed is kept there and not recomputed; a changed setting or schedule gets a new
+file (the file names carry the setting). ``--no-resume`` starts afresh.
 """
 
 from __future__ import annotations
@@ -36,7 +41,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import jax
 import numpy as np
@@ -74,7 +78,16 @@ def parse(argv):
     p.add_argument("--rmsprop-grid", type=float, nargs="+", default=None)
     p.add_argument("--test-rows", type=int, default=5000, help="test rows scored at every iteration (BLR)")
     p.add_argument("--out", default="docs/experiments/unfold")
+    p.add_argument("--state", default=None, help="resume folder (default <out>/state_<task>)")
+    p.add_argument("--no-resume", action="store_true", help="do not save or reuse training states and curves")
     return p.parse_args(argv)
+
+
+def _tag(*parts) -> str:
+    """A short stable name for a setting (file names of the kept state)."""
+    import hashlib
+
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:12]
 
 
 def main(argv=None):
@@ -84,6 +97,9 @@ def main(argv=None):
         if getattr(args, k) is not None:
             cfg[k] = getattr(args, k)
     os.makedirs(args.out, exist_ok=True)
+    state = None if args.no_resume else (args.state or os.path.join(args.out, f"state_{args.task}"))
+    if state is not None:
+        os.makedirs(state, exist_ok=True)
     settings = bench.BenchSettings(**{**bench.DEFAULTS[args.task].__dict__, **cfg["preset"], "particles": args.particles})
     metric = "accuracy" if args.task == "blr" else "rmse"
     banner(f"Deep-unfolded SVGD, {'logistic regression (IV-B, Fig. 4)' if args.task == 'blr' else 'BNN (IV-C, Fig. 5)'}", {
@@ -132,28 +148,46 @@ def main(argv=None):
 
         return target, x0, score, loss, problem
 
-    def curve(seed, optimizer):
+    common = (args.task, cfg["dataset"], args.particles, cfg["iterations"], args.test_rows)
+
+    def curve(seed, optimizer, setting):
+        """Test metric at iterations 0..I of one split; kept in ``state`` under the setting's tag."""
+        path = None if state is None else os.path.join(state, f"curve_{_tag(common, setting, seed)}.npy")
+        if path is not None and os.path.exists(path):
+            return np.load(path)
         target, x0, score, _, _ = job(seed)
         run = jax.jit(lambda x: unfold.trajectory(method, target, x, optimizer, jax.random.key(seed + 1),
                                                   cfg["iterations"], record=score)[1])
-        return np.concatenate([[float(score(x0))], np.asarray(run(x0))])
+        values = np.concatenate([[float(score(x0))], np.asarray(run(x0))])
+        if path is not None:
+            from steinax._io import atomic_write
+
+            def write(tmp):
+                with open(tmp, "wb") as f:
+                    np.save(f, values)
+
+            atomic_write(path, write)
+        return values
 
     # ------------------------------------------------------------------ training on split 0's training data
     target, _, _, loss, problem = job(0)
-    def trained(train, **kw):
+    def trained(train, setting, **kw):
         """The learned schedule and its training time; a diverged run keeps its last finite schedule (said so)."""
-        t0 = time.perf_counter()
+        if state is not None:
+            kw.update(checkpoint=os.path.join(state, f"{train.__name__}_{_tag(common, setting, cfg['T'])}.npz"),
+                      checkpoint_every=10)
         try:
             schedule = train(problem, loss, cfg["T"], target=target, method=method, batch_size=1, **kw)
         except unfold.TrainingDivergedError as err:
             schedule = err.schedule
             print(f"   note: {err}".split("; lower")[0] + f"; the last finite schedule "
                   f"({len(schedule.log.losses)} epochs) is used")
-        return schedule, time.perf_counter() - t0
+        return schedule, float(schedule.log.seconds)  # accumulated over resumed calls
 
-    du, du_seconds = trained(unfold.train_dusvgd, epochs=cfg["du_epochs"], optimizer=optax.adam(cfg["du_lr"]),
+    du, du_seconds = trained(unfold.train_dusvgd, ("du", cfg["du_epochs"], cfg["du_lr"], cfg["init"]), epochs=cfg["du_epochs"], optimizer=optax.adam(cfg["du_lr"]),
                              init=cfg["init"], rng_key=jax.random.key(1))
-    cdu, cdu_seconds = trained(unfold.train_chebyshev, epochs=cfg["cdu_epochs"], optimizer=optax.adam(cfg["cdu_lr"]),
+    cdu, cdu_seconds = trained(unfold.train_chebyshev, ("cdu", cfg["cdu_epochs"], cfg["cdu_lr"], cfg["alpha"],
+                                                        cfg["beta"]), epochs=cfg["cdu_epochs"], optimizer=optax.adam(cfg["cdu_lr"]),
                                alpha=cfg["alpha"], beta=cfg["beta"], rng_key=jax.random.key(2))
     du.save(os.path.join(args.out, f"{args.task}_dusvgd_schedule.json"))
     cdu.save(os.path.join(args.out, f"{args.task}_cdusvgd_schedule.json"))
@@ -168,7 +202,7 @@ def main(argv=None):
     def select(name, make, grid):
         best, best_value = None, None
         for v in grid:
-            finals = [curve(100 + i, make(v))[-1] for i in range(args.select)]
+            finals = [curve(100 + i, make(v), (name, v))[-1] for i in range(args.select)]
             value = float(np.nanmean(finals)) if np.all(np.isfinite(finals)) else (
                 -np.inf if metric == "accuracy" else np.inf)
             print(f"   select {name} {v:g}: final test {metric} {value:.4f}")
@@ -184,7 +218,11 @@ def main(argv=None):
         "rmsprop": (f"RMSProp lr {rms_best:g}", optax.rmsprop(rms_best, decay=0.9), 0.0),
         "fixed": (f"fixed step {fixed_best:g}", optax.sgd(fixed_best), 0.0),
     }
-    results = {name: np.stack([curve(s, opt) for s in range(args.trials)]) for name, (_, opt, _) in methods.items()}
+    settings_of = {"dusvgd": ("schedule", np.asarray(du.steps).tolist()),
+                   "cdusvgd": ("schedule", np.asarray(cdu.steps).tolist()),
+                   "rmsprop": ("RMSProp", rms_best), "fixed": ("fixed", fixed_best)}
+    results = {name: np.stack([curve(s, opt, settings_of[name]) for s in range(args.trials)])
+               for name, (_, opt, _) in methods.items()}
 
     checkpoints = sorted({c for c in (10, 50, 100, 500, 1000, 3000, cfg["iterations"]) if c <= cfg["iterations"]})
     print(f"   test {metric}, mean ± se over {args.trials} splits, at iterations {checkpoints}:")

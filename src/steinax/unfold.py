@@ -21,10 +21,18 @@ JSON file (:meth:`Schedule.save`, :func:`load_schedule`).
 The unrolled loop (:func:`unroll`) is the method's own
 :meth:`~steinax.particles.AbstractParticleMethod.step` with ``optax.sgd`` driven
 by the trainable steps, inside ``lax.scan``: any steinax particle method whose
-direction is differentiable can be unfolded. With ``checkpoint=True`` (the
+direction is differentiable can be unfolded. With ``remat=True`` (the
 default) the scan body is rematerialised in the backward pass, so memory is
 O(T n d) for the particles at step boundaries plus one step's O(n^2) working
 set, instead of O(T n^2).
+
+Training resumes after an interruption: with ``checkpoint="path.npz"`` the
+trainers write their state (parameters, optimizer state, PRNG key, losses so
+far, stage and epoch) every ``checkpoint_every`` epochs and at the end, through
+:mod:`steinax.checkpoint` (atomic writes), and a later call with the same
+arguments continues from it, giving the schedule an uninterrupted call gives.
+``checkpoint`` is a path as in :func:`steinax.run`; the rematerialisation flag
+that held this name before is ``remat``.
 
 Decisions (docs/design.md): the trainable steps are used as the step sizes
 directly (``eps^{(t)} = gamma_t``, no positivity transform, as the paper's
@@ -330,7 +338,7 @@ def trajectory(
     num_steps: int,
     *,
     record: Callable | None = None,
-    checkpoint: bool = False,
+    remat: bool = False,
 ):
     """``num_steps`` iterations of ``method`` with ``optimizer`` in one ``lax.scan`` (pure, differentiable).
 
@@ -349,7 +357,7 @@ def trajectory(
         state, _ = method.step(key, state, target, optimizer)
         return state, (None if record is None else record(state.particles))
 
-    if checkpoint:
+    if remat:
         body = jax.checkpoint(body)
     state, recorded = jax.lax.scan(body, state, jax.random.split(rng_key, num_steps))
     return state.particles if record is None else (state.particles, recorded)
@@ -364,12 +372,12 @@ def unroll(
     *,
     num_steps: int | None = None,
     record: Callable | None = None,
-    checkpoint: bool = True,
+    remat: bool = True,
 ):
     """Run ``num_steps`` (default ``T``) iterations ``x + steps[t mod T] phi(x)``, differentiably.
 
     :func:`trajectory` with ``optax.sgd`` driven by ``steps`` (``jax.checkpoint``
-    on the scan body when ``checkpoint``): ``jax.grad`` with respect to ``steps``
+    on the scan body when ``remat``): ``jax.grad`` with respect to ``steps``
     backpropagates through the iterations.
 
     Returns:
@@ -380,7 +388,7 @@ def unroll(
     T = steps.shape[0]
     num_steps = T if num_steps is None else num_steps
     optimizer = optax.sgd(lambda count: steps[count % T])
-    return trajectory(method, target, particles, optimizer, rng_key, num_steps, record=record, checkpoint=checkpoint)
+    return trajectory(method, target, particles, optimizer, rng_key, num_steps, record=record, remat=remat)
 
 
 # --------------------------------------------------------------------------- training
@@ -411,13 +419,13 @@ def _problem_sampler(problems):
     )
 
 
-def _batch_loss(steps, problems, loss, method, target, key, num_steps, checkpoint):
+def _batch_loss(steps, problems, loss, method, target, key, num_steps, remat):
     """Mean loss over a batch of problems after ``num_steps`` unrolled iterations."""
     b = jnp.shape(problems.particles)[0]
 
     def one(problem, k):
         tgt = target if problem.target is None else problem.target
-        x = unroll(steps, method, tgt, problem.particles, k, num_steps=num_steps, checkpoint=checkpoint)
+        x = unroll(steps, method, tgt, problem.particles, k, num_steps=num_steps, remat=remat)
         return loss(x, problem)
 
     return jnp.mean(jax.vmap(one)(problems, jax.random.split(key, b)))
@@ -474,8 +482,38 @@ def _bar(progress, total, desc):
     return tqdm(total=total, desc=desc, leave=False)
 
 
+def _training_fingerprint(name, params, stages, epochs, batch_size, method, target, opt_state, rng_key) -> dict:
+    """What must match for a checkpoint to be resumed: the trainer, its settings, the initial parameters, the
+    method and target (as pytrees), the optimizer state's structure and the key. ``problems``, ``loss`` and the
+    optimizer's hyperparameters are functions and cannot be compared (the docstrings say so)."""
+    from steinax.checkpoint import fingerprint_tree
+
+    return {"kind": name, "stages": list(map(int, stages)), "epochs": int(epochs), "batch_size": int(batch_size),
+            "initial": fingerprint_tree(params), "method_fingerprint": fingerprint_tree(method),
+            "target_fingerprint": fingerprint_tree(target),
+            "optimizer_state": fingerprint_tree(jax.tree_util.tree_map(jnp.zeros_like, opt_state)),
+            "rng_key": fingerprint_tree(rng_key)}
+
+
+def _check_checkpoint_args(checkpoint, checkpoint_every):
+    if isinstance(checkpoint, bool):
+        raise TypeError(f"`checkpoint` is a file path for resumable training (as in steinax.run); received {checkpoint!r}. "
+                        "The rematerialisation flag that held this name is now `remat`")
+    if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike)):
+        raise TypeError(f"`checkpoint` must be a file path or None; received {type(checkpoint).__name__}")
+    return _check_positive_int(checkpoint_every, "checkpoint_every")
+
+
 def _train(params, to_steps, T, stages, problems, loss, *, method, target, epochs, batch_size, optimizer,
-           rng_key, checkpoint, progress, name, make_schedule):
+           rng_key, remat, progress, name, make_schedule, checkpoint=None, checkpoint_every=50):
+    """The trainers' loop: ``epochs`` optimizer updates per stage (``stages`` lists ``t'``), one compiled update.
+
+    With ``checkpoint`` (a path) the loop state is saved every ``checkpoint_every`` epochs and at the end, and
+    resumed from there when the file exists and was written by the same training (fingerprint): the resumed
+    loop draws the same keys, so it returns what an uninterrupted one returns.
+    """
+    from steinax.checkpoint import load_checkpoint, save_checkpoint
+
     sample = _problem_sampler(problems)
     key_check, rng_key = jax.random.split(rng_key)
     _check_loss(loss, sample(key_check, 1), target)
@@ -491,35 +529,56 @@ def _train(params, to_steps, T, stages, problems, loss, *, method, target, epoch
         def stage_loss(p):
             steps = to_steps(p)
             steps = jnp.where(jnp.arange(T) < stage, steps, jnp.zeros_like(steps))
-            return _batch_loss(steps, batch, loss, method, target, key_run, T, checkpoint)
+            return _batch_loss(steps, batch, loss, method, target, key_run, T, remat)
 
         value, grad = jax.value_and_grad(stage_loss)(params)
         updates, opt_state = optimizer.update(grad, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, value
 
-    losses, stage_of = [], []
-    bar = _bar(progress, len(stages) * epochs, name)
-    start = time.perf_counter()
+    losses, stage_of, done, elapsed = [], [], 0, 0.0  # done: epochs completed over all stages
+    total = len(stages) * epochs
+    if checkpoint is not None:
+        fingerprint = _training_fingerprint(name, params, stages, epochs, batch_size, method, target, opt_state,
+                                            rng_key)
+        if os.path.exists(checkpoint):
+            trees, meta = load_checkpoint(checkpoint, {"params": params, "opt_state": opt_state, "rng_key": rng_key,
+                                                       "losses": None, "stage_of": None}, fingerprint)
+            params, opt_state, rng_key = trees["params"], trees["opt_state"], trees["rng_key"]
+            losses = [float(v) for v in np.asarray(trees["losses"][0]).ravel()] if trees["losses"] else []
+            stage_of = [int(v) for v in np.asarray(trees["stage_of"][0]).ravel()] if trees["stage_of"] else []
+            done, elapsed = int(meta["epochs_done"]), float(meta["seconds"])
+
+    def save(count, seconds):
+        save_checkpoint(checkpoint, {"params": params, "opt_state": opt_state, "rng_key": rng_key,
+                                     "losses": np.asarray(losses, np.float64), "stage_of": np.asarray(stage_of, np.int64)},
+                        dict(fingerprint, epochs_done=count, seconds=seconds))
+
+    bar = _bar(progress, total, name)
+    if bar is not None:
+        bar.update(done)
+    start = time.perf_counter() - elapsed
     try:
-        for stage in stages:
-            for epoch in range(epochs):
-                rng_key, key = jax.random.split(rng_key)
-                previous = params
-                params, opt_state, value = update(params, opt_state, key, jnp.asarray(stage))
-                value = float(value)
-                if not (math.isfinite(value) and bool(jnp.all(jnp.isfinite(to_steps(params))))):
-                    log = TrainingLog(np.asarray(losses), np.asarray(stage_of, np.int64), time.perf_counter() - start)
-                    raise TrainingDivergedError(
-                        f"{name}: the loss or the step sizes became non-finite at stage t' = {stage}, epoch {epoch + 1} "
-                        f"(loss {value}, steps {np.asarray(to_steps(params)).tolist()}); lower the learning rate "
-                        "or the initial steps (the error's `schedule` holds the last finite one)",
-                        make_schedule(previous, log),
-                    )
-                losses.append(value)
-                stage_of.append(stage)
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(stage=stage, loss=f"{value:.4g}")
+        for i in range(done, total):
+            stage, epoch = stages[i // epochs], i % epochs
+            rng_key, key = jax.random.split(rng_key)
+            previous = params
+            params, opt_state, value = update(params, opt_state, key, jnp.asarray(stage))
+            value = float(value)
+            if not (math.isfinite(value) and bool(jnp.all(jnp.isfinite(to_steps(params))))):
+                log = TrainingLog(np.asarray(losses), np.asarray(stage_of, np.int64), time.perf_counter() - start)
+                raise TrainingDivergedError(
+                    f"{name}: the loss or the step sizes became non-finite at stage t' = {stage}, epoch {epoch + 1} "
+                    f"(loss {value}, steps {np.asarray(to_steps(params)).tolist()}); lower the learning rate "
+                    "or the initial steps (the error's `schedule` holds the last finite one)",
+                    make_schedule(previous, log),
+                )
+            losses.append(value)
+            stage_of.append(stage)
+            if checkpoint is not None and ((i + 1) % checkpoint_every == 0 or i + 1 == total):
+                save(i + 1, time.perf_counter() - start)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(stage=stage, loss=f"{value:.4g}")
     finally:
         if bar is not None:
             bar.close()
@@ -540,8 +599,10 @@ def train_dusvgd(
     init: float | jax.Array = 2.0,
     incremental: bool = True,
     rng_key: jax.Array | None = None,
-    checkpoint: bool = True,
+    remat: bool = True,
     progress: bool = False,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int = 50,
 ) -> Schedule:
     """Learn ``T`` step sizes by backpropagating through unrolled SVGD (DUSVGD, the paper's Algorithm 2).
 
@@ -563,14 +624,22 @@ def train_dusvgd(
         incremental: train stage by stage, ``t' = 1 ... T`` (``E`` epochs each, the loss
             at ``x^{(t')}``); ``False``: ``E`` epochs on the loss at ``x^{(T)}`` only.
         rng_key: PRNG key (default ``jax.random.key(0)``).
-        checkpoint: rematerialise each unrolled step in the backward pass (memory O(T n d + n^2)).
+        remat: rematerialise each unrolled step in the backward pass (memory O(T n d + n^2)).
         progress: show a progress bar over epochs.
+        checkpoint: a file path: the training state is saved there every ``checkpoint_every`` epochs and
+            at the end (atomically, :mod:`steinax.checkpoint`), and a call with the same arguments
+            resumes from it and returns what an uninterrupted call returns. The fingerprint compares
+            the settings, initial values, method, target, optimizer state and key; ``problems``,
+            ``loss`` and the optimizer's hyperparameters are functions and are not compared (use a
+            new path when changing them). A finished training's file returns its schedule at once.
+        checkpoint_every: epochs between saves.
 
     Returns:
         A :class:`Schedule` (``kind="dusvgd"``) with the training log.
     """
     T, epochs, batch_size, method, optimizer, rng_key = _check_training(T, epochs, batch_size, method, optimizer,
                                                                         1e-2, rng_key)
+    checkpoint_every = _check_checkpoint_args(checkpoint, checkpoint_every)
     if jnp.shape(jnp.asarray(init)) not in ((), (T,)):
         raise ValueError(f"`init` must be a scalar or have shape ({T},); received shape {jnp.shape(jnp.asarray(init))}")
     steps0 = jnp.broadcast_to(jnp.asarray(init, jnp.result_type(float)), (T,))
@@ -579,7 +648,8 @@ def train_dusvgd(
     stages = list(range(1, T + 1)) if incremental else [T]
     params, losses, stage_of, seconds = _train(
         steps0, lambda p: p, T, stages, problems, loss, method=method, target=target, epochs=epochs,
-        batch_size=batch_size, optimizer=optimizer, rng_key=rng_key, checkpoint=checkpoint, progress=progress,
+        batch_size=batch_size, optimizer=optimizer, rng_key=rng_key, remat=remat, progress=progress,
+        checkpoint=checkpoint, checkpoint_every=checkpoint_every,
         name="train_dusvgd", make_schedule=lambda p, log: Schedule(p, "dusvgd", log=log),
     )
     settings = (("T", T), ("batch_size", batch_size), ("epochs", epochs), ("incremental", incremental),
@@ -600,12 +670,14 @@ def train_chebyshev(
     alpha: float = 0.3,
     beta: float = 1.0,
     rng_key: jax.Array | None = None,
-    checkpoint: bool = True,
+    remat: bool = True,
     progress: bool = False,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int = 50,
 ) -> Schedule:
     """Learn the two Chebyshev parameters ``(alpha, beta)`` of C-DUSVGD (eq. 9-12) on the loss at ``x^{(T)}``.
 
-    Arguments as :func:`train_dusvgd`; ``alpha``, ``beta`` are the initial
+    Arguments (``checkpoint`` included) as :func:`train_dusvgd`; ``alpha``, ``beta`` are the initial
     parameters (the paper's Gaussian-mixture values by default) and the
     default optimizer is Adam(1e-3).
 
@@ -614,13 +686,15 @@ def train_chebyshev(
     """
     T, epochs, batch_size, method, optimizer, rng_key = _check_training(T, epochs, batch_size, method, optimizer,
                                                                         1e-3, rng_key)
+    checkpoint_every = _check_checkpoint_args(checkpoint, checkpoint_every)
     params0 = jnp.asarray([alpha, beta], jnp.result_type(float))
     if not bool(jnp.all(jnp.isfinite(params0))) or float(alpha) == 0.0:
         raise ValueError(f"`alpha` must be finite and non-zero and `beta` finite; received alpha={alpha!r}, beta={beta!r}")
     to_steps = lambda p: chebyshev_steps(p[0], p[1], T)  # noqa: E731
     params, losses, stage_of, seconds = _train(
         params0, to_steps, T, [T], problems, loss, method=method, target=target, epochs=epochs,
-        batch_size=batch_size, optimizer=optimizer, rng_key=rng_key, checkpoint=checkpoint, progress=progress,
+        batch_size=batch_size, optimizer=optimizer, rng_key=rng_key, remat=remat, progress=progress,
+        checkpoint=checkpoint, checkpoint_every=checkpoint_every,
         name="train_chebyshev", make_schedule=lambda p, log: Schedule.chebyshev(p[0], p[1], T, log=log),
     )
     settings = (("T", T), ("batch_size", batch_size), ("epochs", epochs), ("alpha0", float(alpha)),
