@@ -33,7 +33,7 @@ from steinax.gp import GPRegression, type2_ml
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
-from regression import DATASETS, PAPER  # noqa: E402
+from regression import DATASETS, PAPER, load  # noqa: E402
 
 
 def machine_estperf():
@@ -45,13 +45,7 @@ def machine_estperf():
                                                                                                  np.float64)
 
 
-def machine_log_perf():
-    """MASS's cpus with ``log(perf)`` as the target (H3), the same 6 features."""
-    X, y = datasets.load("machine")
-    return X, np.log(np.asarray(y, np.float64))
-
-
-VARIANTS = {"estperf": machine_estperf, "log_perf": machine_log_perf}
+VARIANTS = {"estperf": machine_estperf, "log_perf": lambda: load("machine_log")}
 
 
 def ml_test_logliks(X, y, splits, steps):
