@@ -87,6 +87,7 @@ HEAVY = {
     "tests/test_properties.py::test_gram_is_symmetric_and_positive_semidefinite",
     "tests/test_properties.py::test_stein_kernel_is_symmetric",
     "tests/kernels/test_bandwidth.py::test_subsampled_rule",
+    "tests/test_docs.py::test_docs_snippets_run[docs/methods/matrix-svgd.md]",
 }
 
 
