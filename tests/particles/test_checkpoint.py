@@ -247,3 +247,20 @@ def test_a_score_only_target_resumes_and_a_changed_score_is_refused(tmp_path):
     assert int(go(lambda x: -x, 20).state.step) == 20 and int(first.state.step) == 10
     with pytest.raises(CheckpointMismatchError, match="the target's score differs"):
         go(lambda x: -(x - 1.0), 30)
+
+
+def test_fingerprint_of_a_function_leaf_holds_no_memory_address():
+    """A plain function as a leaf (the unfolding trainers fingerprint their ``target`` as given) gives the same
+    fingerprint wherever it lives in memory, as it does in a resumed process; another name gives another."""
+    from steinax.checkpoint import fingerprint_tree
+
+    def make():
+        def logp(x):
+            return -0.5 * jnp.sum(x**2)
+
+        return logp
+
+    a, b = make(), make()
+    assert a is not b and repr(a) != repr(b)  # two objects at two addresses
+    assert fingerprint_tree(a) == fingerprint_tree(b)
+    assert fingerprint_tree(_logp) != fingerprint_tree(a)
