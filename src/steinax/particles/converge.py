@@ -126,8 +126,8 @@ def moment_change(before, after) -> float:
 
 def _sds(delta: float) -> str:
     """``Delta`` for a warning; past 10^6 sds a coordinate's particles had (all but) collapsed onto one value."""
-    if delta > 1e6:
-        return (f"{delta:.3g} sds: some coordinate's particles had collapsed onto one value (sd near 0) and "
+    if delta > 1e6:  # the number itself is a ratio to an sd near 0: noise, not information
+        return ("more than 10^6 sds: some coordinate's particles had collapsed onto one value (sd near 0) and "
                 "then moved")
     return f"{delta:.3g} sds"
 
