@@ -226,6 +226,16 @@ def main(argv=None):
     results = {name: np.stack([curve(s, opt, settings_of[name]) for s in range(args.trials)])
                for name, (_, opt, _) in methods.items()}
 
+    for name, (label, _, _) in methods.items():  # a run that went wrong says so, with the iteration
+        r = results[name]
+        bad = ~np.isfinite(r) | ((r > 10 * r[:, :1]) if metric == "rmse" else False)
+        hit = [int(np.argmax(b)) for b in bad if b.any()]
+        if hit:
+            print(f"   note: {label} diverged (test RMSE non-finite or above 10x its start) on {len(hit)} of "
+                  f"{r.shape[0]} splits, first at iterations {sorted(hit)}" if metric == "rmse" else
+                  f"   note: {label} went non-finite on {len(hit)} of {r.shape[0]} splits, first at iterations "
+                  f"{sorted(hit)}")
+
     checkpoints = sorted({c for c in (10, 50, 100, 500, 1000, 3000, cfg["iterations"]) if c <= cfg["iterations"]})
     print(f"   test {metric}, mean ± se over {args.trials} splits, at iterations {checkpoints}:")
     summary, rows = [], []

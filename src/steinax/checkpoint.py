@@ -39,7 +39,8 @@ import numpy as np
 
 from steinax._io import atomic_write
 
-__all__ = ["CheckpointMismatchError", "FORMAT", "save_checkpoint", "load_checkpoint", "read_meta", "fingerprint_tree"]
+__all__ = ["CheckpointMismatchError", "FORMAT", "save_checkpoint", "load_checkpoint", "read_meta", "fingerprint_tree",
+           "computation_fingerprint"]
 
 FORMAT = "steinax-checkpoint/1"
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -77,6 +78,21 @@ def fingerprint_tree(tree) -> str:
         else:
             h.update(_ADDRESS.sub("", repr(leaf)).encode())
     return h.hexdigest()[:16]
+
+
+def computation_fingerprint(method, target, opt_state, rng_key) -> dict:
+    """The fingerprint entries every resumable loop shares (:func:`steinax.run`, the unfolding trainers):
+    the method and target as pytrees, the optimizer state's structure (its values zeroed: they change as
+    the loop runs), the PRNG key and the x64 mode. Each caller adds what is its own."""
+    import jax.numpy as jnp
+
+    return {
+        "method_fingerprint": fingerprint_tree(method),
+        "target_fingerprint": fingerprint_tree(target),
+        "optimizer_state": fingerprint_tree(jax.tree_util.tree_map(jnp.zeros_like, opt_state)),
+        "rng_key": fingerprint_tree(rng_key),
+        "x64_mode": bool(jax.config.jax_enable_x64),
+    }
 
 
 def save_checkpoint(path: str | os.PathLike, trees: dict, meta: dict) -> None:

@@ -486,13 +486,10 @@ def _training_fingerprint(name, params, stages, epochs, batch_size, method, targ
     """What must match for a checkpoint to be resumed: the trainer, its settings, the initial parameters, the
     method and target (as pytrees), the optimizer state's structure and the key. ``problems``, ``loss`` and the
     optimizer's hyperparameters are functions and cannot be compared (the docstrings say so)."""
-    from steinax.checkpoint import fingerprint_tree
+    from steinax.checkpoint import computation_fingerprint, fingerprint_tree
 
     return {"kind": name, "stages": list(map(int, stages)), "epochs": int(epochs), "batch_size": int(batch_size),
-            "initial": fingerprint_tree(params), "method_fingerprint": fingerprint_tree(method),
-            "target_fingerprint": fingerprint_tree(target),
-            "optimizer_state": fingerprint_tree(jax.tree_util.tree_map(jnp.zeros_like, opt_state)),
-            "rng_key": fingerprint_tree(rng_key)}
+            "initial": fingerprint_tree(params), **computation_fingerprint(method, target, opt_state, rng_key)}
 
 
 def _check_checkpoint_args(checkpoint, checkpoint_every):

@@ -45,7 +45,8 @@ import optax
 from steinax._io import check_writable
 from steinax._platform import on_cpu_else
 from steinax._validation import check_key, check_particles
-from steinax.checkpoint import CheckpointMismatchError, fingerprint_tree, load_checkpoint, save_checkpoint
+from steinax.checkpoint import (CheckpointMismatchError, computation_fingerprint, fingerprint_tree, load_checkpoint,
+                                save_checkpoint)
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel
 from steinax.particles.base import AbstractParticleMethod, ParticleState
 from steinax.particles.converge import particle_moments, settle_window_start
@@ -660,15 +661,11 @@ def _run_fingerprint(method, target, state, optimizer, rng_key, trace_every, dia
         "kind": "steinax.run",
         "method": type(method).__name__,
         "method_config": _ADDRESS.sub("", repr(method)),
-        "method_fingerprint": fingerprint_tree(method),
+        **computation_fingerprint(method, target, state.opt_state, rng_key),
         "target": type(target).__name__,
-        "target_fingerprint": fingerprint_tree(target),
         "particles": list(state.particles.shape),
         "dtype": str(state.particles.dtype),
-        "x64_mode": bool(jax.config.jax_enable_x64),
         "mesh": None if mesh is None else f"{dict(mesh.shape)} over {mesh.devices.size} {mesh.devices.flat[0].platform} devices",
-        "optimizer_state": fingerprint_tree(jax.tree_util.tree_map(jnp.zeros_like, state.opt_state)),
-        "rng_key": fingerprint_tree(rng_key),
         "trace_every": trace_every,
         "diagnostic_kernel": fingerprint_tree(diag_kernel),
         "start_step": start_step,
