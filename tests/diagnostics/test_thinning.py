@@ -49,13 +49,15 @@ def _naive_stein_imq(x, s, inv_gamma):
     return k
 
 
-def test_greedy_rule_and_ksd_path_equal_a_naive_loop():
+@pytest.mark.parametrize("gamma", [np.array([[2.0, 0.5, 0.0], [0.5, 1.0, 0.3], [0.0, 0.3, 0.7]]), 1.7],
+                         ids=["full-matrix", "scalar"])
+def test_greedy_rule_and_ksd_path_equal_a_naive_loop(gamma):
     """Algorithm 1 as a Python loop over a Stein kernel written pair by pair from the paper's IMQ (a full
-    metric Gamma, through the rotation path), and the path against the V-statistic of the picks (repeats
-    included). float64, 1e-10 relative: sums of at most 30^2 entries of size ~1."""
+    metric Gamma, through the rotation path and four products per pick; a scalar, through SteinTerms.rescale
+    and three), and the path against the V-statistic of the picks (repeats included). float64, 1e-10
+    relative: sums of at most 30^2 entries of size ~1."""
     x, s = _biased_gaussian(120, 3, seed=1)
-    gamma = np.array([[2.0, 0.5, 0.0], [0.5, 1.0, 0.3], [0.0, 0.3, 0.7]])
-    k = _naive_stein_imq(x, s, np.linalg.inv(gamma))
+    k = _naive_stein_imq(x, s, np.linalg.inv(gamma * np.eye(3) if np.ndim(gamma) == 0 else gamma))
     picks, running = [], np.diag(k).copy()
     for _ in range(30):
         j = int(np.argmin(running))

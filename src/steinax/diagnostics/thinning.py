@@ -35,7 +35,7 @@ indices; checked in the tests):
   the Stein kernel's one implementation serves every metric.
 
 **Cost**: ``O(n m d)`` time (one Stein-kernel row per pick, its terms from one
-``[4, 2d] x [2d, n]`` product with per-draw constants computed once, under one ``lax.scan``) and ``O(n d)`` memory (the draws; ``O(n)`` beyond them). The reference package also
+``[3, 2d] x [2d, n]`` product (``[4, 2d]`` for a non-scalar metric) with per-draw constants computed once, under one ``lax.scan``) and ``O(n d)`` memory (the draws; ``O(n)`` beyond them). The reference package also
 runs in ``O(n m d)``, one NumPy row at a time.
 """
 
@@ -123,7 +123,7 @@ def _median_scale(x, rule: str):
 
 
 def _check_median(med2, rule):
-    if not float(med2) > 0:
+    if not float(np.asarray(med2)) > 0:
         raise ValueError(f"`preconditioner={rule!r}`: the median distance between the draws is 0 (fewer "
                          "than two distinct draws among those read); pass a number instead")
 
@@ -149,7 +149,8 @@ def standardization(x: jax.Array) -> jax.Array:
 
 
 def _check_standardization(scl):
-    if not bool(jnp.all(scl > 0)):
+    scl = np.asarray(scl)  # on the host: a check compiles nothing
+    if not bool(np.all(scl > 0)):
         raise ValueError(f"`standardize=True`: coordinates {np.flatnonzero(np.asarray(scl) <= 0)[:5].tolist()} "
                          "(first five) do not vary over the draws; pass standardize=False")
 
@@ -188,30 +189,33 @@ def greedy_stein_indices(x: jax.Array, scores: jax.Array, m: int, scale, kernel=
     default = kernel is None
     m, d = int(m), x.shape[1]
     x = x - jnp.mean(x, axis=0, keepdims=True)  # the Stein kernel is translation invariant; centred rows cancel less
-    inv_h = jnp.broadcast_to(1.0 / jnp.asarray(scale, x.dtype), (d,))
+    scalar = jnp.ndim(scale) == 0
+    # with a scalar h the terms are those of h = 1 rescaled (SteinTerms.rescale): three products, not four
+    inv_h = jnp.ones((d,), x.dtype) if scalar else jnp.broadcast_to(1.0 / jnp.asarray(scale, x.dtype), (d,))
     inv_h_sum = jnp.sum(inv_h)
     # per-draw constants, once: sum_d x^2/h, sum_d x^2/h^2, (x/h)^T s; then each pick's SteinTerms against all
-    # draws (stein_terms' definitions, expanded) come from one [n, 2d] x [2d, 4] product
+    # draws (stein_terms' definitions, expanded) come from one [n, 2d] x [2d, 4] product ([2d, 3] for a scalar h)
     a = jnp.sum(x * x * inv_h[None], axis=1)
-    b = jnp.sum(x * x * (inv_h * inv_h)[None], axis=1)
+    b = a if scalar else jnp.sum(x * x * (inv_h * inv_h)[None], axis=1)
     c = jnp.sum(x * scores * inv_h[None], axis=1)
-    xs_t = jnp.concatenate([x, scores], axis=1).T  # [2d, n]: each pick's products as one [4, 2d] x [2d, n]
+    xs_t = jnp.concatenate([x, scores], axis=1).T  # [2d, n]: each pick's products as one [3 or 4, 2d] x [2d, n]
     zeros = jnp.zeros(x.shape[0], x.dtype)
+    rescale = (lambda t: t.rescale(jnp.asarray(scale, x.dtype))) if scalar else (lambda t: t)
 
     def greedy(kernel):
         # k_P(x_i, x_i): the one formula (SteinTerms.coefficients) at zero distance
-        diag = stein_kernel_from_terms(kernel, SteinTerms(zeros, jnp.sum(scores * scores, axis=1), zeros, zeros,
-                                                          inv_h_sum))
+        diag = stein_kernel_from_terms(kernel, rescale(SteinTerms(zeros, jnp.sum(scores * scores, axis=1), zeros,
+                                                                  zeros, inv_h_sum)))
 
         def row_terms(j):
             xj, sj, zd = x[j], scores[j], jnp.zeros((d,), x.dtype)
-            w = jnp.stack([jnp.concatenate([xj * inv_h, zd]), jnp.concatenate([xj * inv_h * inv_h, zd]),
-                           jnp.concatenate([zd, sj]), jnp.concatenate([sj * inv_h, xj * inv_h])])
-            p = w @ xs_t
+            rows = [jnp.concatenate([xj * inv_h, zd]), jnp.concatenate([zd, sj]),
+                    jnp.concatenate([sj * inv_h, xj * inv_h])]
+            p = jnp.stack(rows if scalar else rows + [jnp.concatenate([xj * inv_h * inv_h, zd])]) @ xs_t
             sqdist = jnp.maximum(a[j] + a - 2.0 * p[0], 0.0)
-            sq2 = jnp.maximum(b[j] + b - 2.0 * p[1], 0.0)
+            sq2 = sqdist if scalar else jnp.maximum(b[j] + b - 2.0 * p[3], 0.0)
             # ((x_j - x_i)/h)^T (s_i - s_j), as stein_terms' cross with x_j the row
-            return SteinTerms(sqdist, p[2], p[3] - c[j] - c, sq2, inv_h_sum)
+            return rescale(SteinTerms(sqdist, p[1], p[2] - c[j] - c, sq2, inv_h_sum))
 
         def pick(carry, _):
             objective, total = carry
@@ -230,13 +234,18 @@ def greedy_stein_indices(x: jax.Array, scores: jax.Array, m: int, scale, kernel=
 @eqx.filter_jit
 def _thin_diagonal(x, s, m: int, rule: str, standardize: bool):
     """:func:`stein_thinning`'s steps for the rules ``"id"``, ``"med"``, ``"sclmed"`` as one program:
-    ``(indices, ksd path, standardisation scale, metric scale)``; the scales are checked by the caller (a
-    zero makes the picks meaningless, not the program fail)."""
+    ``(indices, picked draws, ksd path, standardisation scale, metric scale)``; the scales are checked by the
+    caller (a zero makes the picks meaningless, not the program fail)."""
     scl = _mean_absolute_deviation(x) if standardize else jnp.ones((x.shape[1],), x.dtype)
     z, t = x / scl[None], s * scl[None]
     scale = jnp.ones((), x.dtype) if rule == "id" else _median_scale(z, rule)
     indices, path = greedy_stein_indices(z, t, m, scale)
-    return indices, path, scl, scale
+    return indices, x[indices], path, scl, scale
+
+
+@jax.jit
+def _rows(x, indices):
+    return x[indices]
 
 
 class Thinning(eqx.Module):
@@ -339,7 +348,7 @@ def stein_thinning(samples, target, m: int, *, scores=None, preconditioner="med"
     if isinstance(preconditioner, str) and preconditioner in ("id", "med", "sclmed"):
         # diagonal metrics read off the draws: preparation and picks in one compiled call (one compilation,
         # a third of the first call's time at n = 10^5), the checks on what it returns
-        indices, path, scl, scale = _thin_diagonal(x, s, m, preconditioner, bool(standardize))
+        indices, points, path, scl, scale = _thin_diagonal(x, s, m, preconditioner, bool(standardize))
         if standardize:
             _check_standardization(scl)
         if preconditioner != "id":
@@ -353,6 +362,7 @@ def stein_thinning(samples, target, m: int, *, scores=None, preconditioner="med"
         pre = thinning_metric(z, preconditioner)
         z, t = pre.apply(z, t)
         indices, path = greedy_stein_indices(z, t, m, pre.scale)
+        points = _rows(x, indices)  # compiled: an eager x[indices] compiles five programs to normalise the indices
         name = pre.name if isinstance(preconditioner, str) else "user"
-    return Thinning(indices=indices, points=x[indices], ksd=path, n=int(n), chains=int(chains), preconditioner=name,
+    return Thinning(indices=indices, points=points, ksd=path, n=int(n), chains=int(chains), preconditioner=name,
                     standardize=bool(standardize))
