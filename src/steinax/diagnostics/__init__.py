@@ -16,6 +16,8 @@
   (polynomial, kernel and semi-exact bases, cross-fitted; :func:`stein_control_variates`).
 * :mod:`~steinax.diagnostics.importance`: KSD importance weights, simplex weights on any sample
   that minimise the weighted KSD (:func:`stein_importance_weights`).
+* :mod:`~steinax.diagnostics.ess`: the multi-chain effective sample size of a mean and its Monte Carlo
+  standard error (:func:`effective_sample_size`, :func:`mean_standard_error`), as Stan and ArviZ compute them.
 
 Every tool reads draws through :func:`~steinax.diagnostics.quality.draws_and_scores` (arrays,
 chains, DataTrees, NumPyro sites).
@@ -23,6 +25,7 @@ chains, DataTrees, NumPyro sites).
 
 from steinax.diagnostics.compression import Compression, stein_kernel_thinning
 from steinax.diagnostics.control_variates import ControlVariateEstimate, stein_control_variates
+from steinax.diagnostics.ess import effective_sample_size, mean_standard_error
 from steinax.diagnostics.importance import ImportanceWeights, stein_importance_weights
 from steinax.diagnostics.modes import MODES_LEVEL, ModeCheck, mode_check
 from steinax.diagnostics.quality import SampleQuality, as_sample_array, load_samples, sample_quality
@@ -33,4 +36,5 @@ from steinax.diagnostics.thinning import Thinning, stein_thinning
 __all__ = ["SampleQuality", "as_sample_array", "load_samples", "sample_quality", "SpreadCheck", "spread_check",
            "SPREAD_THRESHOLD", "CROSS_THRESHOLD", "RelaxationCheck", "relaxation_check", "RELAXATION_LEVEL",
            "ModeCheck", "mode_check", "MODES_LEVEL", "Thinning", "stein_thinning", "Compression", "stein_kernel_thinning",
-           "ImportanceWeights", "stein_importance_weights", "ControlVariateEstimate", "stein_control_variates"]
+           "ImportanceWeights", "stein_importance_weights", "ControlVariateEstimate", "stein_control_variates",
+           "effective_sample_size", "mean_standard_error"]

@@ -50,9 +50,10 @@ its own sd (the coefficients' O(p / n) error meets heavy-tailed features), and i
 175-182 times in 200 even with leverage-corrected (HC3) standard errors; leave-one-out cross-fitting
 removes the bias but, with the basis chosen once on all draws, covered 167-176 times.
 
-For chains the standard error is multiplied by ``sqrt(tau)``, ``tau`` the integrated autocorrelation time
-of the ``u_i`` chain by chain (:func:`steinax.stein.gof.integrated_autocorrelation_time`; 1 for independent
-draws). Standard errors are at least :data:`ROUNDING_ULPS` ulps of the values' rms (an exactly fitted
+For chains the standard error is multiplied by ``sqrt(tau)``, ``tau = n / ESS`` with ``ESS`` the
+multi-chain effective sample size of the ``u_i`` (:func:`steinax.diagnostics.ess.effective_sample_size`:
+split chains, the between-chain variance, Geyer's initial monotone sequence), at least 1; ``tau = 1`` for
+independent draws. The plain mean's standard error follows the same rule. Standard errors are at least :data:`ROUNDING_ULPS` ulps of the values' rms (an exactly fitted
 ``f``: the residuals are rounding error, which does not average down).
 """
 
@@ -66,7 +67,7 @@ import numpy as np
 from steinax.diagnostics.quality import _is_chains, draws_and_scores
 from steinax.kernels.bandwidth import median_squared_distance
 from steinax.kernels.base import IMQ
-from steinax.stein.gof import integrated_autocorrelation_time
+from steinax.diagnostics.ess import effective_sample_size
 from steinax.stein.ksd import stein_kernel_matrix
 
 __all__ = ["BASES", "MAX_DEGREE", "ControlVariateEstimate", "stein_control_variates", "polynomial_stein_features",
@@ -234,9 +235,9 @@ class ControlVariateEstimate(eqx.Module):
 
 
 def _tau(values, chains):
-    """``[p]`` the integrated autocorrelation time of each column of ``values`` ``[n, p]`` (laid chain by chain)."""
+    """``[p]`` ``n / ESS`` of each column of ``values`` ``[n, p]`` (laid chain by chain; module docstring)."""
     v = np.asarray(values, np.float64)
-    return np.array([integrated_autocorrelation_time(v[:, j].reshape(chains, -1, 1)) for j in range(v.shape[1])])
+    return v.shape[0] / effective_sample_size(v.reshape(chains, -1, v.shape[1]))
 
 
 def stein_control_variates(samples, target, f, *, scores=None, basis: str = "auto", degree: int = 2, bandwidth=None,
