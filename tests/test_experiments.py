@@ -21,7 +21,7 @@ TINY = {
     "blr/accuracy_vs_iteration.py": ["--dataset", "pima", "--splits", "1", "--checkpoints", "2", "4", "--particles", "5"],
     "bnn/sgld_step_grid.py": ["--step-sizes", "1e-5", "--splits", "100", "--steps", "20", "--methods", "sgld"],
     "bnn/boston_gap.py": ["--splits", "1", "--checkpoints", "2", "4", "--particles", "4"],
-    "diagnostics/control_variates_coverage.py": ["--reps", "2", "--draws", "120", "--targets", "skewed_t5"],
+    "diagnostics/control_variates_coverage.py": ["--reps", "2", "--draws", "120", "--targets", "skewed_t5", "beta_binomial"],
     "diagnostics/control_variates_tails.py": ["--reps", "4", "--draws", "124"],
     "guides/tuning.py": ["--quick"],
     "diagnostics/compress_biased_chain.py": ["--log4n", "3", "--seeds", "1"],

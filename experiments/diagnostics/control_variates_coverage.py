@@ -96,7 +96,7 @@ def _bb_logp(z, xp=jnp):
 
     def rising(u, counts):  # [..., groups]: sum_{i < count} log(u + i)
         mask = i[None, :] < counts[:, None]  # [groups, max n + 1]
-        return xp.log(u[..., None] + i) @ mask.T.astype(np.float64 if xp is np else jnp.float32)
+        return xp.log(u[..., None] + i.reshape((1,) * u.ndim + (-1,))) @ mask.T.astype(np.float64 if xp is np else jnp.float32)
 
     like = xp.sum(rising(a, y) + rising(b, n - y) - rising(a + b, n), axis=-1)
     return like - 2.5 * xp.log(a + b) + xp.log(a) + xp.log(b)
@@ -141,6 +141,7 @@ def _bb_sampler(key, n):
     """Exact draws by rejection from the t_3 envelope, [n, 2]; refuses a draw whose p / q exceeds the bound."""
     centre, scale, log_m = _BB_ENVELOPE
     k1, k2 = jax.random.split(key)
+    centre, scale = jnp.asarray(centre)[None], jnp.asarray(scale)[None]
     cand = centre + scale * jax.random.t(k1, 3.0, (16 * n + 256, 2))  # about 10% are accepted
     t = (cand - centre) / scale
     lr = _bb_logp(cand) - jnp.sum(-2.0 * jnp.log1p(t * t / 3.0), axis=-1)
