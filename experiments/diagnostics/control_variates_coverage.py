@@ -112,6 +112,7 @@ def _bb_grid():
     return z1, z2, zz, lp
 
 
+@functools.lru_cache(maxsize=1)
 def _bb_moments():
     """E z and E z^2 by the trapezoid rule on the grid (a smooth integrand vanishing at the edges: spectrally
     accurate; halving the grid changes them below 1e-9)."""
@@ -126,6 +127,7 @@ def _bb_moments():
     return m1, m2
 
 
+@functools.lru_cache(maxsize=1)
 def _bb_proposal():
     """A Student-t(3) envelope about the mode, 2x the posterior sds, and log M >= max log(p / q) on the grid (with
     0.5 to spare; p / q falls towards every edge: p's tails are exponential or lighter, q's polynomial)."""
@@ -139,7 +141,7 @@ def _bb_proposal():
 
 def _bb_sampler(key, n):
     """Exact draws by rejection from the t_3 envelope, [n, 2]; refuses a draw whose p / q exceeds the bound."""
-    centre, scale, log_m = _BB_ENVELOPE
+    centre, scale, log_m = _bb_proposal()
     k1, k2 = jax.random.split(key)
     centre, scale = jnp.asarray(centre)[None], jnp.asarray(scale)[None]
     cand = centre + scale * jax.random.t(k1, 3.0, (16 * n + 256, 2))  # about 10% are accepted
@@ -151,9 +153,6 @@ def _bb_sampler(key, n):
     if int(jnp.sum(keep)) < n:
         raise RuntimeError("too few accepted candidates; draw more")
     return cand[jnp.nonzero(keep, size=n)[0]].astype(jnp.float32)
-
-
-_BB_ENVELOPE = None
 
 
 def targets():
@@ -170,12 +169,9 @@ def targets():
 
 
 def get_target(name):
-    """One of :func:`targets`, or ``"beta_binomial"`` (its grid and envelope are computed on first use)."""
-    global _BB_ENVELOPE
+    """One of :func:`targets`, or ``"beta_binomial"`` (its grid, moments and envelope are computed on first use)."""
     if name != "beta_binomial":
         return targets()[name]
-    if _BB_ENVELOPE is None:
-        _BB_ENVELOPE = _bb_proposal()
     m1, m2 = _bb_moments()
     return (_bb_logp, _bb_logp, _bb_sampler, m1, m2)
 

@@ -53,8 +53,9 @@ removes the bias but, with the basis chosen once on all draws, covered 167-176 t
 For chains the standard error is multiplied by ``sqrt(tau)``, ``tau = n / ESS`` with ``ESS`` the
 multi-chain effective sample size of the ``u_i`` (:func:`steinax.diagnostics.ess.effective_sample_size`:
 split chains, the between-chain variance, Geyer's initial monotone sequence), at least 1; ``tau = 1`` for
-independent draws. The plain mean's standard error follows the same rule. Standard errors are at least :data:`ROUNDING_ULPS` ulps of the values' rms (an exactly fitted
-``f``: the residuals are rounding error, which does not average down).
+independent draws. The plain mean's standard error follows the same rule. Standard errors are at least
+:data:`ROUNDING_ULPS` ulps of the values' rms (an exactly fitted ``f``: the residuals are rounding error,
+which does not average down).
 """
 
 from __future__ import annotations
@@ -64,10 +65,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from steinax.diagnostics.ess import effective_sample_size
 from steinax.diagnostics.quality import _is_chains, draws_and_scores
 from steinax.kernels.bandwidth import median_squared_distance
 from steinax.kernels.base import IMQ
-from steinax.diagnostics.ess import effective_sample_size
 from steinax.stein.ksd import stein_kernel_matrix
 
 __all__ = ["BASES", "MAX_DEGREE", "ControlVariateEstimate", "stein_control_variates", "polynomial_stein_features",

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from steinax.stein.gof import chain_autocovariance
+
 __all__ = ["effective_sample_size", "mean_standard_error"]
 
 
@@ -47,15 +49,6 @@ def _split(x: np.ndarray) -> np.ndarray:
     """Each chain as two: its first and last ``t // 2`` draws (the middle draw of an odd ``t`` left out)."""
     half = x.shape[1] // 2
     return np.concatenate([x[:, :half], x[:, x.shape[1] - half:]], axis=0)
-
-
-def _autocovariance(x: np.ndarray) -> np.ndarray:
-    """``[c, t, p]`` each chain's lag-k autocovariances about its own mean, divided by ``t`` (FFT)."""
-    t = x.shape[1]
-    xc = x - x.mean(axis=1, keepdims=True)
-    size = 1 << (2 * t - 1).bit_length()
-    f = np.fft.rfft(xc, n=size, axis=1)
-    return np.fft.irfft(f * np.conj(f), n=size, axis=1)[:, :t] / t
 
 
 def _tau(rho: np.ndarray, t: int, total: int) -> float:
@@ -86,7 +79,7 @@ def effective_sample_size(chains) -> np.ndarray | float:
     x = _split(x)
     c, t, p = x.shape
     total = c * t
-    acov = _autocovariance(x)
+    acov = chain_autocovariance(x)
     chain_mean = x.mean(axis=1)  # [c, p]
     within = acov[:, 0].mean(axis=0) * t / (t - 1.0)  # W, [p]
     var_plus = within * (t - 1.0) / t + (np.var(chain_mean, axis=0, ddof=1) if c > 1 else 0.0)

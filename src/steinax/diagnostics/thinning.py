@@ -151,7 +151,7 @@ def standardization(x: jax.Array) -> jax.Array:
 def _check_standardization(scl):
     scl = np.asarray(scl)  # on the host: a check compiles nothing
     if not bool(np.all(scl > 0)):
-        raise ValueError(f"`standardize=True`: coordinates {np.flatnonzero(np.asarray(scl) <= 0)[:5].tolist()} "
+        raise ValueError(f"`standardize=True`: coordinates {np.flatnonzero(scl <= 0)[:5].tolist()} "
                          "(first five) do not vary over the draws; pass standardize=False")
 
 
@@ -196,7 +196,7 @@ def greedy_stein_indices(x: jax.Array, scores: jax.Array, m: int, scale, kernel=
     # per-draw constants, once: sum_d x^2/h, sum_d x^2/h^2, (x/h)^T s; then each pick's SteinTerms against all
     # draws (stein_terms' definitions, expanded) come from one [n, 2d] x [2d, 4] product ([2d, 3] for a scalar h)
     a = jnp.sum(x * x * inv_h[None], axis=1)
-    b = a if scalar else jnp.sum(x * x * (inv_h * inv_h)[None], axis=1)
+    b = None if scalar else jnp.sum(x * x * (inv_h * inv_h)[None], axis=1)  # a scalar h: sq2 is sqdist
     c = jnp.sum(x * scores * inv_h[None], axis=1)
     xs_t = jnp.concatenate([x, scores], axis=1).T  # [2d, n]: each pick's products as one [3 or 4, 2d] x [2d, n]
     zeros = jnp.zeros(x.shape[0], x.dtype)

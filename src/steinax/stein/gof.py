@@ -59,6 +59,7 @@ __all__ = [
     "MIN_BLOCKS",
     "UntestableWarning",
     "bootstrap_statistics",
+    "chain_autocovariance",
     "checked_test_inputs",
     "fold_symmetric_tiles",
     "gof_test",
@@ -146,6 +147,16 @@ def stein_matrix_rows(kind: str, particles, scores, kernel: AbstractKernel, bloc
     return rows_cc
 
 
+def chain_autocovariance(x: np.ndarray) -> np.ndarray:
+    """``[c, t, d]`` each chain's lag-k autocovariances about its own mean, divided by ``t`` (NumPy, by FFT,
+    zero-padded to a power of two at least ``2t - 1``: no wrap-around)."""
+    t = x.shape[1]
+    xc = x - x.mean(axis=1, keepdims=True)
+    size = 1 << (2 * t - 1).bit_length()
+    f = np.fft.rfft(xc, n=size, axis=1)
+    return np.fft.irfft(f * np.conj(f), n=size, axis=1)[:, :t] / t
+
+
 def integrated_autocorrelation_time(chains, window_factor: float = 5.0) -> float:
     """Largest integrated autocorrelation time over the coordinates of ``chains`` ``[c, t, d]``.
 
@@ -159,11 +170,7 @@ def integrated_autocorrelation_time(chains, window_factor: float = 5.0) -> float
     if x.ndim != 3 or x.shape[1] < 4:
         raise ValueError(f"`chains` must have shape [chains, draws >= 4, d]; received shape {x.shape}")
     c, t, d = x.shape
-    xc = x - x.mean(axis=1, keepdims=True)
-    size = 1 << (2 * t - 1).bit_length()
-    f = np.fft.rfft(xc, n=size, axis=1)
-    acov = np.fft.irfft(f * np.conj(f), n=size, axis=1)[:, :t] / t  # [c, t, d]
-    acov = acov.mean(axis=0)
+    acov = chain_autocovariance(x).mean(axis=0)
     var = acov[0]
     rho = np.where(var > 0, acov / np.where(var > 0, var, 1.0), 0.0)  # [t, d]
     taus = 2.0 * np.cumsum(rho, axis=0) - 1.0  # tau(M) for M = 0 .. t-1
