@@ -56,6 +56,31 @@ split chains, the between-chain variance, Geyer's initial monotone sequence), at
 independent draws. The plain mean's standard error follows the same rule. Standard errors are at least
 :data:`ROUNDING_ULPS` ulps of the values' rms (an exactly fitted ``f``: the residuals are rounding error,
 which does not average down).
+
+**Intervals from tail draws (decided here).** Where ``f - g`` has a long tail, the draws' own sd of the
+``u_i`` cannot be trusted: a sample that has not reached far into the tail, where ``g`` extrapolates,
+gives an estimate shifted by the missing tail and, from the same draws, a small sd (the error and
+the reported standard error are correlated; on the Beta-Binomial of
+``experiments/diagnostics/control_variates_coverage.py`` normal intervals covered 143-183 times in 200).
+No rule computed from the draws alone fixed this (docs/tools/control-variates.md lists five), and the
+Pareto ``k`` of the residuals (:mod:`steinax.diagnostics.pareto`) flags it but, used to restrict the
+choice, took away nearly all of the variance reduction on a Student-t target without calibrating it.
+What the draws cannot say, the log-density can. So when ``target`` has a log-density (not a minibatch
+estimate) and ``f`` is a function, ``m = min(4 n, 20000)`` tail draws ``y_j`` come from a multivariate
+Cauchy centred at the draws' mean with their covariance as scale, heavier-tailed than any target with a
+mean, with self-normalised weights ``w_j ~ p(y_j) / q(y_j)``. Given the fits, fold ``k``'s estimate is
+the mean of ``n_k`` independent draws of ``u = f - g_k`` under ``p``, so its error is simulated by sampling
+importance resampling: ``n_k`` of the ``y_j`` drawn with probabilities ``w_j``, their mean of ``u`` minus
+``sum_j w_j u(y_j)``; the estimate's error is the ``n_k / n``-weighted sum over folds (times ``sqrt(tau)``
+for chains), :data:`ERROR_DRAWS` times. The interval is between the estimate minus the simulated
+errors' upper and lower quantiles (it is not symmetric where the error is skewed), and
+``standard_error`` is its normal equivalent, the 95% interval's width over ``2 x 1.96``. The weights'
+Pareto ``k`` must be below :func:`~steinax.diagnostics.pareto.khat_threshold`; otherwise, or without a
+log-density or a callable ``f``, the interval is the normal one above, and the summary warns where the
+adjusted values' tail ``k`` is at least 1/2. (Two simpler uses of the tail draws were measured and
+rejected: the weighted variance of ``u`` over the whole line is dominated by regions no sample of ``n``
+reaches, and gave standard errors 60-90 times the draws' sd on the Beta-Binomial; the same variance
+truncated at the ``1 - 1/n`` quantile covered 98-124 times in 200.)
 """
 
 from __future__ import annotations
@@ -66,7 +91,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from steinax.diagnostics.ess import effective_sample_size
+from steinax.diagnostics.pareto import FINITE_VARIANCE_K, khat_threshold, pareto_khat
 from steinax.diagnostics.quality import _is_chains, draws_and_scores
+from steinax.targets.base import MinibatchTarget, as_target, evaluate
 from steinax.kernels.bandwidth import median_squared_distance
 from steinax.kernels.base import IMQ
 from steinax.stein.ksd import stein_kernel_matrix
@@ -196,13 +223,21 @@ class ControlVariateEstimate(eqx.Module):
 
     Attributes:
         estimate: the cross-fitted control-variate estimates of ``E_p f``.
-        standard_error: their standard errors (autocorrelation accounted for).
+        standard_error: their standard errors (autocorrelation accounted for): with ``error_draws``, the normal
+            equivalent of the simulated 95% interval (its width over ``2 x 1.96``).
         mean: the plain sample means, and ``mean_standard_error`` theirs (same autocorrelation rule).
         variance_reduction: ``mean_standard_error^2 / standard_error^2``.
         basis: the basis chosen per function (``"polynomial:2"``, ``"kernel:h=..."``, ...).
+        pareto_k: ``[p]`` the Pareto ``k`` of the adjusted values' tails
+            (:func:`~steinax.diagnostics.pareto.pareto_khat`): at least 1/2, the interval is not to be trusted
+            (the summary says so); ``nan`` where a chain's repeats leave too few distinct tail values.
         adjusted: ``[n, p]`` the cross-fitted adjusted values ``u_i = f(x_i) - g(x_i)`` (module
             docstring), in the draws' order: ``estimate`` is their mean; for a user's own interval
             (batch means, a bootstrap) or a look at their tails.
+        error_draws: ``[ERROR_DRAWS, p]`` simulated errors of the estimates from the tail draws (module docstring),
+            behind :meth:`interval`; ``None`` where the intervals are normal.
+        floor: ``[p]`` the standard errors' rounding floor.
+        weights_k: the tail draws' importance weights' Pareto ``k`` (``nan`` without tail draws).
         n, chains: draws, and chains among them.
     """
 
@@ -212,27 +247,58 @@ class ControlVariateEstimate(eqx.Module):
     mean_standard_error: jax.Array
     variance_reduction: jax.Array
     basis: tuple
+    pareto_k: jax.Array
     adjusted: jax.Array
+    error_draws: jax.Array | None
+    floor: jax.Array
+    weights_k: float = eqx.field(static=True)
     n: int = eqx.field(static=True)
     chains: int = eqx.field(static=True)
 
     def interval(self, level: float = 0.95) -> tuple[jax.Array, jax.Array]:
-        """Normal-approximation confidence intervals ``(lower, upper)``."""
-        from scipy.stats import norm
-
-        z = float(norm.ppf(0.5 + level / 2))
-        return self.estimate - z * self.standard_error, self.estimate + z * self.standard_error
+        """Confidence intervals ``(lower, upper)`` at ``level``: the quantiles of the simulated estimates where there are
+        ``error_draws`` (module docstring; each side at least ``z`` times the rounding floor), else normal ones."""
+        if not 0.0 < level < 1.0:
+            raise ValueError(f"`level` must be in (0, 1); received {level!r}")
+        z = float(jax.scipy.stats.norm.ppf(0.5 + level / 2))
+        if self.error_draws is None:
+            return self.estimate - z * self.standard_error, self.estimate + z * self.standard_error
+        q_lo, q_hi = jnp.quantile(self.error_draws, jnp.asarray([(1 - level) / 2, (1 + level) / 2]), axis=0)
+        return (self.estimate - jnp.maximum(q_hi, z * self.floor), self.estimate - jnp.minimum(q_lo, -z * self.floor))
 
     def summary(self) -> str:
-        lines = [f"Stein control variates on {self.n} draws ({self.chains} chain(s)); cross-fitted estimates:"]
+        how = (f"intervals from {self.error_draws.shape[0]} simulated estimates (tail draws; their weights' Pareto k "
+               f"{self.weights_k:.2f})" if self.error_draws is not None else "normal intervals from the adjusted values' sd")
+        lines = [f"Stein control variates on {self.n} draws ({self.chains} chain(s)); cross-fitted estimates, {how}:"]
+        lo, hi = self.interval()
         for i in range(self.estimate.shape[0]):
-            lines.append(f"  f[{i}]: {float(self.estimate[i]):.6g} +- {float(self.standard_error[i]):.3g} (mean "
-                         f"{float(self.mean[i]):.6g} +- {float(self.mean_standard_error[i]):.3g}; variance / "
-                         f"{float(self.variance_reduction[i]):.1f}; {self.basis[i]})")
+            lines.append(f"  f[{i}]: {float(self.estimate[i]):.6g} +- {float(self.standard_error[i]):.3g} [95%: "
+                         f"{float(lo[i]):.6g}, {float(hi[i]):.6g}] (mean {float(self.mean[i]):.6g} +- "
+                         f"{float(self.mean_standard_error[i]):.3g}; variance / {float(self.variance_reduction[i]):.1f}; "
+                         f"{self.basis[i]}; tail k {float(self.pareto_k[i]):.2f})")
+            if self.error_draws is None and float(self.pareto_k[i]) >= FINITE_VARIANCE_K:
+                lines.append(f"    warning: the adjusted values' tail has k >= {FINITE_VARIANCE_K}, and the interval is "
+                             "normal: its coverage is not controlled (pass `f` as a function and `target` as a "
+                             "log-density for intervals from tail draws)")
         return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.summary()
+
+
+def _tail_k(values, plain, eps):
+    """``[p]`` the Pareto ``k`` of each column of ``values`` ``[n, p]`` (residuals or adjusted values), of its distinct
+    values (a chain's rejections repeat a draw, and ties with the tail's cutoff break the fit); ``-inf`` for a column
+    at rounding level (variance at most ``eps`` times that of the function's plain values ``plain`` ``[n, p]``: an
+    exact fit, whose residuals are the features' rounding errors, not a tail of ``p``); ``nan`` with fewer than 10
+    distinct values."""
+    out = np.full(values.shape[1], np.nan)
+    for j, (col, ref) in enumerate(zip(values.T, plain.T)):
+        if np.var(col) <= eps * np.var(ref):
+            out[j] = -np.inf
+        elif (u := np.unique(col)).size >= 10:
+            out[j] = pareto_khat(u)
+    return out
 
 
 def _tau(values, chains):
@@ -241,9 +307,87 @@ def _tau(values, chains):
     return v.shape[0] / effective_sample_size(v.reshape(chains, -1, v.shape[1]))
 
 
+TAIL_NU = 1.0
+"""The proposal of the tail draws: a multivariate Student-t with this many degrees of freedom (Cauchy)."""
+TAIL_DRAWS_MAX = 20_000
+"""The default number of tail draws is ``min(4 n, TAIL_DRAWS_MAX)``."""
+ERROR_DRAWS = 2000
+"""Simulated estimates behind each interval (the 2.5% quantile's own sd: 0.35 percentage points)."""
+_Z95 = 1.959963984540054
+
+
+def _tail_draws(tgt, x, m, key):
+    """``(y [m, d], scores [m, d], w [m])``: ``m`` draws of a multivariate Student-t(:data:`TAIL_NU`) centred at the
+    draws' mean with their covariance as its scale, their scores under the target, and self-normalised importance
+    weights ``p / q`` (float64; zero where the target is not finite). ``None`` when the target has no log-density or
+    is finite at no tail draw."""
+    dt = x.dtype
+    mu = jnp.mean(x, axis=0, keepdims=True)
+    cov = jnp.cov(x.T).reshape(x.shape[1], x.shape[1]) + 1e-6 * jnp.eye(x.shape[1], dtype=dt) * jnp.mean(jnp.var(x, 0))
+    chol = jnp.linalg.cholesky(cov)
+    k1, k2 = jax.random.split(key)  # a multivariate t: a normal over the root of a chi-square / nu
+    g = jax.random.normal(k1, (m, x.shape[1]), dt)
+    chi = jax.random.gamma(k2, TAIL_NU / 2, (m, 1), dt) * 2.0 / TAIL_NU
+    z = g / jnp.sqrt(chi)
+    y = mu + z @ chol.T
+    logq = -0.5 * (TAIL_NU + x.shape[1]) * jnp.log1p(jnp.sum(z * z, axis=1) / TAIL_NU)
+    logp, sy = evaluate(tgt, jax.random.key(0), y)
+    if logp is None:
+        return None
+    ok = jnp.isfinite(logp) & jnp.all(jnp.isfinite(sy), axis=1)
+    lw = np.where(np.asarray(ok), np.asarray(logp, np.float64) - np.asarray(logq, np.float64), -np.inf)
+    if not np.any(np.isfinite(lw)):
+        return None
+    w = np.exp(lw - np.max(lw))
+    return y, jnp.where(ok[:, None], sy, 0.0), w / np.sum(w)
+
+
+def _simulated_errors(tail, f, x, s, values, candidates, choice, kept, rows, ridge, rng):
+    """``([ERROR_DRAWS, p] or None, k)``: simulated errors of the cross-fitted estimate (module docstring), by
+    resampling the tail draws ``tail = (y, scores, w)`` with their importance weights (sampling importance
+    resampling), each fold's ``f - g`` with the fold's own fit; ``k`` the weights' Pareto ``k``. ``None`` when the
+    weights are unreliable (``k`` at or over :func:`~steinax.diagnostics.pareto.khat_threshold`) or ``f - g`` is not
+    finite where a weight is positive."""
+    y, sy, w = tail
+    live = int(np.count_nonzero(w))
+    k_w = float(pareto_khat(w[w > 0], tail="right")) if live >= 10 else np.inf
+    if not k_w < khat_threshold(max(live, 11)):
+        return None, k_w
+    fy = np.asarray(jax.vmap(lambda z: jnp.atleast_1d(f(z)))(y), np.float64)
+    n, everything = values.shape[0], np.arange(values.shape[0])
+    errors = np.zeros((ERROR_DRAWS, fy.shape[1]))
+    for k, held in enumerate(rows):
+        gy = np.zeros_like(fy)
+        train = np.setdiff1d(everything, held)
+        for c in np.unique(choice[k]):
+            mine = np.flatnonzero((choice[k] == c) & kept[k])
+            kind, q, h = candidates[c]
+            if mine.size and kind != "mean":
+                gy[:, mine] = np.asarray(_fit_predict(x[train], s[train], values[train], y, sy, kind, q,
+                                                      None if h is None else jnp.asarray(h, x.dtype), ridge)[1],
+                                         np.float64)[:, mine]
+        u = fy - gy
+        if not np.all(np.isfinite(u[w > 0])):
+            return None, k_w
+        errors += (_resampled_means(u, w, held.size, rng) - w @ u) * (held.size / n)
+    return errors, k_w
+
+
+def _resampled_means(u, w, size, rng):
+    """``[ERROR_DRAWS, p]`` means of ``size`` draws with replacement from the rows of ``u`` ``[m, p]`` with
+    probabilities ``w``; in chunks of at most ~10^6 drawn indices."""
+    out = np.empty((ERROR_DRAWS, u.shape[1]))
+    step = max(1, 1_000_000 // size)
+    for lo in range(0, ERROR_DRAWS, step):
+        idx = rng.choice(u.shape[0], size=(min(step, ERROR_DRAWS - lo), size), p=w)
+        for j in range(u.shape[1]):
+            out[lo: lo + idx.shape[0], j] = u[idx, j].mean(axis=1)
+    return out
+
+
 def stein_control_variates(samples, target, f, *, scores=None, basis: str = "auto", degree: int = 2, bandwidth=None,
                      ridge: float = 1e-3, folds: int = 5, iid: bool | None = None, var_names=None,
-                     dtype=None) -> ControlVariateEstimate:
+                     dtype=None, tail_draws: int | None = None, key=None) -> ControlVariateEstimate:
     """Estimate ``E_p f`` with Stein control variates (module docstring).
 
     Args:
@@ -264,6 +408,9 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
             is chosen.
         iid: whether the draws are independent (``tau = 1``); default: independent unless chain-shaped.
         var_names, dtype: as :func:`~steinax.diagnostics.sample_quality`.
+        tail_draws: how many tail draws simulate the intervals (module docstring; default ``min(4 n, 20000)``);
+            0 for normal intervals from the adjusted values' sd.
+        key: the tail draws' key (default ``jax.random.key(0)``: the same call gives the same interval).
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -325,14 +472,17 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
     else:
         # nested choice: fold k's candidate comes from D_{-k} alone, by cross-validation over the other folds;
         # one fit on D_{-j,-k} serves fold j's inner score for outer fold k and fold k's for outer fold j
-        sq = np.zeros((len(candidates), folds, v.shape[1]))  # [c, outer k, p]: inner squared error sums
+        # res[c, k, i]: draw i's held-out residual under candidate c inside D_{-k} (fold k's own rows unused)
+        res = np.zeros((len(candidates), folds, n, v.shape[1]))
         for j in range(folds):
             for k in range(j + 1, folds):
                 held = np.r_[rows[j], rows[k]]
                 for c in range(len(candidates)):
-                    err = (v[held] - fit(c, np.setdiff1d(everything, held), held)[0]) ** 2
-                    sq[c, k] += err[: rows[j].size].sum(axis=0)  # fold j held out, inside D_{-k}
-                    sq[c, j] += err[rows[j].size:].sum(axis=0)
+                    err = v[held] - fit(c, np.setdiff1d(everything, held), held)[0]
+                    res[c, k, rows[j]] = err[: rows[j].size]  # fold j held out, inside D_{-k}
+                    res[c, j, rows[k]] = err[rows[j].size:]
+        inner = [np.setdiff1d(everything, rows[k]) for k in range(folds)]  # D_{-k}
+        sq = np.stack([np.sum(res[:, k, inner[k]] ** 2, axis=1) for k in range(folds)], axis=1)  # [c, outer k, p]
         hopeless = ~np.any(np.isfinite(sq.sum(axis=1)), axis=0)
         if hopeless.any():
             raise FloatingPointError(f"every control-variate fit of functions {np.flatnonzero(hopeless)[:5].tolist()} "
@@ -340,6 +490,7 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
                                      "overflow): try basis='polynomial', a larger `ridge`, or float64")
         choice = np.argmin(np.where(np.isfinite(sq), sq, np.inf), axis=0)  # [folds, p]
     adjusted = np.empty(v.shape)
+    kept = np.zeros((folds, v.shape[1]), bool)  # whether fold k keeps its fit (not the safeguard's plain values)
     for c in np.unique(choice):
         cols = np.flatnonzero(np.any(choice == c, axis=0))
         for k in range(folds):  # fold k: g fitted on the other folds, for the functions whose choice there is c
@@ -348,8 +499,10 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
                 continue
             g = fit(c, np.setdiff1d(everything, rows[k]), rows[k])[1][:, mine]
             # the safeguard: where g adds variance on the held-out fold, the fold keeps its plain values
-            g[:, np.var(v[rows[k]][:, mine] - g, axis=0) > np.var(v[rows[k]][:, mine], axis=0)] = 0.0
+            worse = np.var(v[rows[k]][:, mine] - g, axis=0) > np.var(v[rows[k]][:, mine], axis=0)
+            g[:, worse] = 0.0
             adjusted[rows[k][:, None], mine[None]] = v[rows[k]][:, mine] - g
+            kept[k, mine] = ~worse
     estimate = adjusted.mean(axis=0)
     if not np.all(np.isfinite(adjusted)):
         raise FloatingPointError("the chosen control-variate fit is non-finite (the kernel system is singular or the "
@@ -359,7 +512,20 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
     tau_mean = np.ones(v.shape[1]) if is_iid else np.maximum(_tau(v, chains), 1.0)
     # at least ROUNDING_ULPS ulps of the values' rms: an exact fit's residuals are rounding, which does not average down
     floor = ROUNDING_ULPS * np.finfo(np.dtype(x.dtype)).eps * np.sqrt(np.mean(v * v, axis=0))
-    se = np.hypot(adjusted.std(axis=0, ddof=1) * np.sqrt(tau_adj / n), floor)
+    errors, weights_k = None, np.nan
+    tgt = None if target is None else as_target(target)
+    if tail_draws != 0 and callable(f) and tgt is not None and not isinstance(tgt, MinibatchTarget):
+        key = jax.random.key(0) if key is None else key
+        tail = _tail_draws(tgt, x, min(4 * n, TAIL_DRAWS_MAX) if tail_draws is None else int(tail_draws), key)
+        if tail is not None:
+            errors, weights_k = _simulated_errors(tail, f, x, s, values, candidates, choice, kept, rows, ridge,
+                                                  np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel()))
+    if errors is not None:
+        errors *= np.sqrt(tau_adj)
+        q_lo, q_hi = np.quantile(errors, [0.025, 0.975], axis=0)
+        se = np.hypot((q_hi - q_lo) / (2 * _Z95), floor)
+    else:
+        se = np.hypot(adjusted.std(axis=0, ddof=1) * np.sqrt(tau_adj / n), floor)
     se_mean = v.std(axis=0, ddof=1) * np.sqrt(tau_mean / n)
     best = [np.bincount(choice[:, j], minlength=len(candidates)).argmax() for j in range(v.shape[1])]
     names = tuple(f"{candidates[b][0]}" + (f":{candidates[b][1]}" if candidates[b][1] else "")
@@ -368,4 +534,7 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
     return ControlVariateEstimate(estimate=jnp.asarray(estimate, dt), standard_error=jnp.asarray(se, dt),
                                   mean=jnp.asarray(v.mean(axis=0), dt), mean_standard_error=jnp.asarray(se_mean, dt),
                                   variance_reduction=jnp.asarray(se_mean**2 / np.maximum(se**2, 1e-300), dt),
-                                  basis=names, adjusted=jnp.asarray(adjusted, dt), n=int(n), chains=int(chains))
+                                  basis=names, pareto_k=jnp.asarray(_tail_k(adjusted, v, float(np.finfo(np.dtype(dt)).eps)), dt),
+                                  adjusted=jnp.asarray(adjusted, dt),
+                                  error_draws=None if errors is None else jnp.asarray(errors, dt),
+                                  floor=jnp.asarray(floor, dt), weights_k=float(weights_k), n=int(n), chains=int(chains))
