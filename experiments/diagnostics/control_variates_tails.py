@@ -1,7 +1,9 @@
-"""Why the control-variate intervals under-cover on a heavy-tailed target, and what does not fix it.
+"""Why *normal* control-variate intervals under-cover on a heavy-tailed target, and what does not fix it.
 
-The coverage experiment (``control_variates_coverage.py``) finds the 95% intervals of ``E x_k^2`` on
-the skewed Student-t(5) covering 169-178 times in 200, below the binomial 99% band. This script
+The normal intervals (the draws' sd of the adjusted values: what ``stein_control_variates`` reports when
+``f`` is given as values, as here, or without a log-density) of ``E x_k^2`` on the skewed Student-t(5)
+covered 169-178 times in 200, below the binomial 99% band. The library's answer, intervals simulated
+from weighted tail draws (its module docstring), is measured by ``control_variates_coverage.py``. This script
 reruns its i.i.d. setting (the same target, draws and seeds) and shows where the misses come from:
 
 * the error in units of the reported standard error, ``z = (estimate - truth) / se``, by quartile of

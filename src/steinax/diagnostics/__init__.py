@@ -18,6 +18,8 @@
   that minimise the weighted KSD (:func:`stein_importance_weights`).
 * :mod:`~steinax.diagnostics.ess`: the multi-chain effective sample size of a mean and its Monte Carlo
   standard error (:func:`effective_sample_size`, :func:`mean_standard_error`), as Stan and ArviZ compute them.
+* :mod:`~steinax.diagnostics.pareto`: the Pareto k-hat of a function's draws, whether their mean has a CLT
+  (:func:`pareto_khat`), as ArviZ computes it.
 
 Every tool reads draws through :func:`~steinax.diagnostics.quality.draws_and_scores` (arrays,
 chains, DataTrees, NumPyro sites).
@@ -28,6 +30,7 @@ from steinax.diagnostics.control_variates import ControlVariateEstimate, stein_c
 from steinax.diagnostics.ess import effective_sample_size, mean_standard_error
 from steinax.diagnostics.importance import ImportanceWeights, stein_importance_weights
 from steinax.diagnostics.modes import MODES_LEVEL, ModeCheck, mode_check
+from steinax.diagnostics.pareto import pareto_khat
 from steinax.diagnostics.quality import SampleQuality, as_sample_array, load_samples, sample_quality
 from steinax.diagnostics.relaxation import RELAXATION_LEVEL, RelaxationCheck, relaxation_check
 from steinax.diagnostics.spread import CROSS_THRESHOLD, SPREAD_THRESHOLD, SpreadCheck, spread_check
@@ -37,4 +40,4 @@ __all__ = ["SampleQuality", "as_sample_array", "load_samples", "sample_quality",
            "SPREAD_THRESHOLD", "CROSS_THRESHOLD", "RelaxationCheck", "relaxation_check", "RELAXATION_LEVEL",
            "ModeCheck", "mode_check", "MODES_LEVEL", "Thinning", "stein_thinning", "Compression", "stein_kernel_thinning",
            "ImportanceWeights", "stein_importance_weights", "ControlVariateEstimate", "stein_control_variates",
-           "effective_sample_size", "mean_standard_error"]
+           "effective_sample_size", "mean_standard_error", "pareto_khat"]

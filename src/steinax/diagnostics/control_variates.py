@@ -349,9 +349,10 @@ def _simulated_errors(tail, f, x, s, values, candidates, choice, kept, rows, rid
     weights are unreliable (``k`` at or over :func:`~steinax.diagnostics.pareto.khat_threshold`) or ``f - g`` is not
     finite where a weight is positive."""
     y, sy, w = tail
-    live = int(np.count_nonzero(w))
-    k_w = float(pareto_khat(w[w > 0], tail="right")) if live >= 10 else np.inf
-    if not k_w < khat_threshold(max(live, 11)):
+    live = np.flatnonzero(w > 0)  # a zero weight's f - g may overflow: 0 x inf would spoil the weighted sums
+    y, sy, w = y[live], sy[live], w[live]
+    k_w = float(pareto_khat(w, tail="right")) if live.size >= 10 else np.inf
+    if not k_w < khat_threshold(max(live.size, 11)):
         return None, k_w
     fy = np.asarray(jax.vmap(lambda z: jnp.atleast_1d(f(z)))(y), np.float64)
     n, everything = values.shape[0], np.arange(values.shape[0])
@@ -367,7 +368,7 @@ def _simulated_errors(tail, f, x, s, values, candidates, choice, kept, rows, rid
                                                       None if h is None else jnp.asarray(h, x.dtype), ridge)[1],
                                          np.float64)[:, mine]
         u = fy - gy
-        if not np.all(np.isfinite(u[w > 0])):
+        if not np.all(np.isfinite(u)):
             return None, k_w
         errors += (_resampled_means(u, w, held.size, rng) - w @ u) * (held.size / n)
     return errors, k_w
