@@ -166,6 +166,7 @@ def test_chain_input_inflates_the_standard_error():
     (dict(f=np.full(100, np.nan)), "`f`'s values are not finite"),
     (dict(basis="spline"), "`basis` must be"),
     (dict(folds=1), "`folds` must be an integer"),
+    (dict(tail_draws=-5), "`tail_draws` must be None or a non-negative integer"),
     (dict(bandwidth=-1.0, basis="kernel"), "`bandwidth` must be positive"),
     (dict(degree=5, basis="polynomial"), r"`degree` must be an integer in \[1, 4\]"),
 ])
@@ -212,3 +213,18 @@ def test_normal_intervals_without_a_log_density_or_a_function():
                stein_control_variates(x, logp, f, basis="polynomial", degree=1, tail_draws=0)):
         assert cv.error_draws is None and np.isnan(cv.weights_k)
         np.testing.assert_allclose(float(cv.estimate[0]), float(simulated.estimate[0]), rtol=1e-6)
+
+
+def test_tail_draws_of_zero_weight_do_not_spoil_the_interval():
+    """Far Cauchy tail draws under a N(0, 1) target have weight 0 in float32, and f = exp(x) overflows there: the
+    simulated interval stays finite and covers E f = e^{1/2} (the first version's weighted sums gave 0 x inf = nan).
+    A target finite only on x > 0 (a Gamma(3)) gives zero weights too."""
+    x = np.random.default_rng(7).normal(size=(400, 1)).astype(np.float32)
+    cv = stein_control_variates(x, lambda z: -0.5 * jnp.sum(z**2), lambda z: jnp.exp(z[0]), basis="polynomial", degree=2)
+    lo, hi = cv.interval()
+    assert cv.error_draws is not None and bool(jnp.all(jnp.isfinite(cv.error_draws)))
+    assert float(lo[0]) < np.exp(0.5) < float(hi[0])
+    g = np.random.default_rng(8).gamma(3.0, size=(400, 1)).astype(np.float32)
+    cv = stein_control_variates(g, lambda z: jnp.where(z[0] > 0, 2.0 * jnp.log(jnp.abs(z[0])) - z[0], -jnp.inf),
+                                lambda z: z[0], basis="polynomial", degree=1)
+    assert cv.error_draws is not None and bool(jnp.all(jnp.isfinite(cv.error_draws)))

@@ -432,6 +432,9 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
         raise ValueError("`f`'s values are not finite at some draws")
     if basis not in BASES + ("auto",):
         raise ValueError(f"`basis` must be 'auto' or one of {BASES}; received {basis!r}")
+    if tail_draws is not None and (isinstance(tail_draws, bool) or not isinstance(tail_draws, (int, np.integer))
+                                   or tail_draws < 0):
+        raise ValueError(f"`tail_draws` must be None or a non-negative integer; received {tail_draws!r}")
     if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or not 2 <= folds <= n // 2:
         raise ValueError(f"`folds` must be an integer in [2, n / 2 = {n // 2}]; received {folds!r}")
     values = values.astype(x.dtype)
@@ -473,17 +476,14 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
     else:
         # nested choice: fold k's candidate comes from D_{-k} alone, by cross-validation over the other folds;
         # one fit on D_{-j,-k} serves fold j's inner score for outer fold k and fold k's for outer fold j
-        # res[c, k, i]: draw i's held-out residual under candidate c inside D_{-k} (fold k's own rows unused)
-        res = np.zeros((len(candidates), folds, n, v.shape[1]))
+        sq = np.zeros((len(candidates), folds, v.shape[1]))  # [c, outer k, p]: inner squared error sums
         for j in range(folds):
             for k in range(j + 1, folds):
                 held = np.r_[rows[j], rows[k]]
                 for c in range(len(candidates)):
-                    err = v[held] - fit(c, np.setdiff1d(everything, held), held)[0]
-                    res[c, k, rows[j]] = err[: rows[j].size]  # fold j held out, inside D_{-k}
-                    res[c, j, rows[k]] = err[rows[j].size:]
-        inner = [np.setdiff1d(everything, rows[k]) for k in range(folds)]  # D_{-k}
-        sq = np.stack([np.sum(res[:, k, inner[k]] ** 2, axis=1) for k in range(folds)], axis=1)  # [c, outer k, p]
+                    err = (v[held] - fit(c, np.setdiff1d(everything, held), held)[0]) ** 2
+                    sq[c, k] += err[: rows[j].size].sum(axis=0)  # fold j held out, inside D_{-k}
+                    sq[c, j] += err[rows[j].size:].sum(axis=0)
         hopeless = ~np.any(np.isfinite(sq.sum(axis=1)), axis=0)
         if hopeless.any():
             raise FloatingPointError(f"every control-variate fit of functions {np.flatnonzero(hopeless)[:5].tolist()} "
