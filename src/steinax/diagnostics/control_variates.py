@@ -376,13 +376,20 @@ def _simulated_errors(tail, f, x, s, values, candidates, choice, kept, rows, rid
 
 def _resampled_means(u, w, size, rng):
     """``[ERROR_DRAWS, p]`` means of ``size`` draws with replacement from the rows of ``u`` ``[m, p]`` with
-    probabilities ``w``; in chunks of at most ~10^6 drawn indices."""
+    probabilities ``w``: drawn indices where ``size`` is small beside ``m``, multinomial counts of the ``m`` rows (one
+    product for every function) where it is not (about 130 ns per drawn index against 50 per row and count vector,
+    measured); in chunks of at most ~4 x 10^6 indices or counts."""
     out = np.empty((ERROR_DRAWS, u.shape[1]))
-    step = max(1, 1_000_000 // size)
+    counts = size > 0.4 * u.shape[0]
+    step = max(1, 4_000_000 // (u.shape[0] if counts else size))
     for lo in range(0, ERROR_DRAWS, step):
-        idx = rng.choice(u.shape[0], size=(min(step, ERROR_DRAWS - lo), size), p=w)
-        for j in range(u.shape[1]):
-            out[lo: lo + idx.shape[0], j] = u[idx, j].mean(axis=1)
+        b = min(step, ERROR_DRAWS - lo)
+        if counts:
+            out[lo: lo + b] = rng.multinomial(size, w, size=b) @ u / size
+        else:
+            idx = rng.choice(u.shape[0], size=(b, size), p=w)
+            for j in range(u.shape[1]):
+                out[lo: lo + b, j] = u[idx, j].mean(axis=1)
     return out
 
 
