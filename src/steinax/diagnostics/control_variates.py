@@ -61,7 +61,7 @@ which does not average down).
 ``u_i`` cannot be trusted: a sample that has not reached far into the tail, where ``g`` extrapolates,
 gives an estimate shifted by the missing tail and, from the same draws, a small sd (the error and
 the reported standard error are correlated; on the Beta-Binomial of
-``experiments/diagnostics/control_variates_coverage.py`` normal intervals covered 143-183 times in 200).
+``experiments/diagnostics/control_variates_coverage.py`` normal intervals covered 118-183 times in 200).
 No rule computed from the draws alone fixed this (docs/tools/control-variates.md lists five), and the
 Pareto ``k`` of the residuals (:mod:`steinax.diagnostics.pareto`) flags it but, used to restrict the
 choice, took away nearly all of the variance reduction on a Student-t target without calibrating it.
