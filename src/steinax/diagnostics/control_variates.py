@@ -256,8 +256,8 @@ class ControlVariateEstimate(eqx.Module):
     chains: int = eqx.field(static=True)
 
     def interval(self, level: float = 0.95) -> tuple[jax.Array, jax.Array]:
-        """Confidence intervals ``(lower, upper)`` at ``level``: the quantiles of the simulated estimates where there are
-        ``error_draws`` (module docstring; each side at least ``z`` times the rounding floor), else normal ones."""
+        """Confidence intervals ``(lower, upper)`` at ``level``: the quantiles of the simulated estimates where there
+        are ``error_draws`` (module docstring; each side at least ``z`` times the rounding floor), else normal ones."""
         if not 0.0 < level < 1.0:
             raise ValueError(f"`level` must be in (0, 1); received {level!r}")
         z = float(jax.scipy.stats.norm.ppf(0.5 + level / 2))
@@ -267,18 +267,20 @@ class ControlVariateEstimate(eqx.Module):
         return (self.estimate - jnp.maximum(q_hi, z * self.floor), self.estimate - jnp.minimum(q_lo, -z * self.floor))
 
     def summary(self) -> str:
-        how = (f"intervals from {self.error_draws.shape[0]} simulated estimates (tail draws; their weights' Pareto k "
-               f"{self.weights_k:.2f})" if self.error_draws is not None else "normal intervals from the adjusted values' sd")
+        how = "normal intervals from the adjusted values' sd"
+        if self.error_draws is not None:
+            how = (f"intervals from {self.error_draws.shape[0]} simulated estimates (tail draws; their weights' "
+                   f"Pareto k {self.weights_k:.2f})")
         lines = [f"Stein control variates on {self.n} draws ({self.chains} chain(s)); cross-fitted estimates, {how}:"]
         lo, hi = self.interval()
         for i in range(self.estimate.shape[0]):
             lines.append(f"  f[{i}]: {float(self.estimate[i]):.6g} +- {float(self.standard_error[i]):.3g} [95%: "
                          f"{float(lo[i]):.6g}, {float(hi[i]):.6g}] (mean {float(self.mean[i]):.6g} +- "
-                         f"{float(self.mean_standard_error[i]):.3g}; variance / {float(self.variance_reduction[i]):.1f}; "
-                         f"{self.basis[i]}; tail k {float(self.pareto_k[i]):.2f})")
+                         f"{float(self.mean_standard_error[i]):.3g}; variance / "
+                         f"{float(self.variance_reduction[i]):.1f}; {self.basis[i]}; tail k {float(self.pareto_k[i]):.2f})")
             if self.error_draws is None and float(self.pareto_k[i]) >= FINITE_VARIANCE_K:
-                lines.append(f"    warning: the adjusted values' tail has k >= {FINITE_VARIANCE_K}, and the interval is "
-                             "normal: its coverage is not controlled (pass `f` as a function and `target` as a "
+                lines.append(f"    warning: the adjusted values' tail has k >= {FINITE_VARIANCE_K}, and the interval "
+                             "is normal: its coverage is not controlled (pass `f` as a function and `target` as a "
                              "log-density for intervals from tail draws)")
         return "\n".join(lines)
 
@@ -539,10 +541,11 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
     names = tuple(f"{candidates[b][0]}" + (f":{candidates[b][1]}" if candidates[b][1] else "")
                   + (f":h={candidates[b][2]:.3g}" if candidates[b][2] else "") for b in best)
     dt = x.dtype
+    tail_k = _tail_k(adjusted, v, float(np.finfo(np.dtype(dt)).eps))
     return ControlVariateEstimate(estimate=jnp.asarray(estimate, dt), standard_error=jnp.asarray(se, dt),
                                   mean=jnp.asarray(v.mean(axis=0), dt), mean_standard_error=jnp.asarray(se_mean, dt),
                                   variance_reduction=jnp.asarray(se_mean**2 / np.maximum(se**2, 1e-300), dt),
-                                  basis=names, pareto_k=jnp.asarray(_tail_k(adjusted, v, float(np.finfo(np.dtype(dt)).eps)), dt),
+                                  basis=names, pareto_k=jnp.asarray(tail_k, dt),
                                   adjusted=jnp.asarray(adjusted, dt),
                                   error_draws=None if errors is None else jnp.asarray(errors, dt),
                                   floor=jnp.asarray(floor, dt), weights_k=float(weights_k), n=int(n), chains=int(chains))
