@@ -215,6 +215,7 @@ def test_normal_intervals_without_a_log_density_or_a_function():
         np.testing.assert_allclose(float(cv.estimate[0]), float(simulated.estimate[0]), rtol=1e-6)
 
 
+@pytest.mark.slow  # 6 s: two targets compiled; the default suite stays under 10 minutes
 def test_tail_draws_of_zero_weight_do_not_spoil_the_interval():
     """Far Cauchy tail draws under a N(0, 1) target have weight 0 in float32, and f = exp(x) overflows there: the
     simulated interval stays finite and covers E f = e^{1/2} (the first version's weighted sums gave 0 x inf = nan).
