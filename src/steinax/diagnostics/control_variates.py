@@ -93,7 +93,7 @@ import numpy as np
 from steinax.diagnostics.ess import effective_sample_size
 from steinax.diagnostics.pareto import FINITE_VARIANCE_K, khat_threshold, pareto_khat
 from steinax.diagnostics.quality import _is_chains, draws_and_scores
-from steinax.targets.base import MinibatchTarget, as_target, evaluate
+from steinax.targets.base import MinibatchTarget, ScoreTarget, as_target, evaluate
 from steinax.kernels.bandwidth import median_squared_distance
 from steinax.kernels.base import IMQ
 from steinax.stein.ksd import stein_kernel_matrix
@@ -237,7 +237,7 @@ class ControlVariateEstimate(eqx.Module):
         error_draws: ``[ERROR_DRAWS, p]`` simulated errors of the estimates from the tail draws (module docstring),
             behind :meth:`interval`; ``None`` where the intervals are normal.
         floor: ``[p]`` the standard errors' rounding floor.
-        weights_k: the tail draws' importance weights' Pareto ``k`` (``nan`` without tail draws).
+        intervals: how the intervals were made, and for normal ones why not simulated (``summary`` prints it).
         n, chains: draws, and chains among them.
     """
 
@@ -251,7 +251,7 @@ class ControlVariateEstimate(eqx.Module):
     adjusted: jax.Array
     error_draws: jax.Array | None
     floor: jax.Array
-    weights_k: float = eqx.field(static=True)
+    intervals: str = eqx.field(static=True)
     n: int = eqx.field(static=True)
     chains: int = eqx.field(static=True)
 
@@ -267,11 +267,8 @@ class ControlVariateEstimate(eqx.Module):
         return (self.estimate - jnp.maximum(q_hi, z * self.floor), self.estimate - jnp.minimum(q_lo, -z * self.floor))
 
     def summary(self) -> str:
-        how = "normal intervals from the adjusted values' sd"
-        if self.error_draws is not None:
-            how = (f"intervals from {self.error_draws.shape[0]} simulated estimates (tail draws; their weights' "
-                   f"Pareto k {self.weights_k:.2f})")
-        lines = [f"Stein control variates on {self.n} draws ({self.chains} chain(s)); cross-fitted estimates, {how}:"]
+        lines = [f"Stein control variates on {self.n} draws ({self.chains} chain(s)); cross-fitted estimates; "
+                 f"intervals {self.intervals}:"]
         lo, hi = self.interval()
         for i in range(self.estimate.shape[0]):
             lines.append(f"  f[{i}]: {float(self.estimate[i]):.6g} +- {float(self.standard_error[i]):.3g} [95%: "
@@ -280,12 +277,16 @@ class ControlVariateEstimate(eqx.Module):
                          f"{float(self.variance_reduction[i]):.1f}; {self.basis[i]}; tail k {float(self.pareto_k[i]):.2f})")
             if self.error_draws is None and float(self.pareto_k[i]) >= FINITE_VARIANCE_K:
                 lines.append(f"    warning: the adjusted values' tail has k >= {FINITE_VARIANCE_K}, and the interval "
-                             "is normal: its coverage is not controlled (pass `f` as a function and `target` as a "
-                             "log-density for intervals from tail draws)")
+                             "is normal: its coverage is not controlled")
         return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.summary()
+
+
+def _function_values(f, x):
+    """``[n, p]`` a callable ``f`` (one draw to a scalar or ``[p]``) at each row of ``x``."""
+    return jax.vmap(lambda z: jnp.atleast_1d(f(z)))(x)
 
 
 def _tail_k(values, plain, eps):
@@ -345,9 +346,9 @@ def _tail_draws(tgt, x, m, key):
 
 
 def _simulated_errors(tail, f, x, s, values, candidates, choice, kept, rows, ridge, rng):
-    """``([ERROR_DRAWS, p] or None, k)``: simulated errors of the cross-fitted estimate (module docstring), by
+    """``([ERROR_DRAWS, p] or None, how)``: simulated errors of the cross-fitted estimate (module docstring), by
     resampling the tail draws ``tail = (y, scores, w)`` with their importance weights (sampling importance
-    resampling), each fold's ``f - g`` with the fold's own fit; ``k`` the weights' Pareto ``k``. ``None`` when the
+    resampling), each fold's ``f - g`` with the fold's own fit; ``how`` says how the interval was made. ``None`` when the
     weights are unreliable (``k`` at or over :func:`~steinax.diagnostics.pareto.khat_threshold`) or ``f - g`` is not
     finite where a weight is positive."""
     y, sy, w = tail
@@ -355,8 +356,8 @@ def _simulated_errors(tail, f, x, s, values, candidates, choice, kept, rows, rid
     y, sy, w = y[live], sy[live], w[live]
     k_w = float(pareto_khat(w, tail="right")) if live.size >= 10 else np.inf
     if not k_w < khat_threshold(max(live.size, 11)):
-        return None, k_w
-    fy = np.asarray(jax.vmap(lambda z: jnp.atleast_1d(f(z)))(y), np.float64)
+        return None, f"the tail draws' weights have Pareto k {k_w:.2f} >= {khat_threshold(max(live.size, 11)):.2f}"
+    fy = np.asarray(_function_values(f, y), np.float64)
     n, everything = values.shape[0], np.arange(values.shape[0])
     errors = np.zeros((ERROR_DRAWS, fy.shape[1]))
     for k, held in enumerate(rows):
@@ -371,9 +372,10 @@ def _simulated_errors(tail, f, x, s, values, candidates, choice, kept, rows, rid
                                          np.float64)[:, mine]
         u = fy - gy
         if not np.all(np.isfinite(u)):
-            return None, k_w
+            return None, "f - g is not finite at a weighted tail draw"
         errors += (_resampled_means(u, w, held.size, rng) - w @ u) * (held.size / n)
-    return errors, k_w
+    return errors, (f"simulated from {ERROR_DRAWS} estimates over {live.size} weighted tail draws (their Pareto k "
+                    f"{k_w:.2f})")
 
 
 def _resampled_means(u, w, size, rng):
@@ -431,7 +433,7 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
     """
     x, s, chains = draws_and_scores(samples, target, scores=scores, var_names=var_names, dtype=dtype)
     n, d = x.shape
-    values = jax.vmap(lambda z: jnp.atleast_1d(f(z)))(x) if callable(f) else jnp.asarray(f, x.dtype)
+    values = _function_values(f, x) if callable(f) else jnp.asarray(f, x.dtype)
     if values.ndim == 1:
         values = values[:, None]
     if values.ndim != 2 or values.shape[0] != n:
@@ -522,14 +524,21 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
     tau_mean = np.ones(v.shape[1]) if is_iid else np.maximum(_tau(v, chains), 1.0)
     # at least ROUNDING_ULPS ulps of the values' rms: an exact fit's residuals are rounding, which does not average down
     floor = ROUNDING_ULPS * np.finfo(np.dtype(x.dtype)).eps * np.sqrt(np.mean(v * v, axis=0))
-    errors, weights_k = None, np.nan
+    errors, intervals = None, "normal: tail_draws=0"
     tgt = None if target is None else as_target(target)
-    if tail_draws != 0 and callable(f) and tgt is not None and not isinstance(tgt, MinibatchTarget):
-        key = jax.random.key(0) if key is None else key
-        tail = _tail_draws(tgt, x, min(4 * n, TAIL_DRAWS_MAX) if tail_draws is None else int(tail_draws), key)
-        if tail is not None:
-            errors, weights_k = _simulated_errors(tail, f, x, s, values, candidates, choice, kept, rows, ridge,
-                                                  np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel()))
+    if tail_draws != 0:
+        if not callable(f):
+            intervals = "normal: f was given as values (pass a function for simulated intervals)"
+        elif tgt is None or isinstance(tgt, (MinibatchTarget, ScoreTarget)):
+            intervals = "normal: the target has no exact log-density (scores alone or a minibatch estimate)"
+        else:
+            key = jax.random.key(0) if key is None else key
+            tail = _tail_draws(tgt, x, min(4 * n, TAIL_DRAWS_MAX) if tail_draws is None else int(tail_draws), key)
+            intervals = "normal: the target has no log-density, or is finite at no tail draw"
+            if tail is not None:
+                errors, intervals = _simulated_errors(tail, f, x, s, values, candidates, choice, kept, rows, ridge,
+                                                      np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel()))
+                intervals = intervals if errors is not None else "normal: " + intervals
     if errors is not None:
         errors *= np.sqrt(tau_adj)
         q_lo, q_hi = np.quantile(errors, [0.025, 0.975], axis=0)
@@ -548,4 +557,4 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
                                   basis=names, pareto_k=jnp.asarray(tail_k, dt),
                                   adjusted=jnp.asarray(adjusted, dt),
                                   error_draws=None if errors is None else jnp.asarray(errors, dt),
-                                  floor=jnp.asarray(floor, dt), weights_k=float(weights_k), n=int(n), chains=int(chains))
+                                  floor=jnp.asarray(floor, dt), intervals=intervals, n=int(n), chains=int(chains))
