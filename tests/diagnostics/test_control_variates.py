@@ -6,8 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from steinax.diagnostics.control_variates import (ROUNDING_ULPS, _fit_predict, polynomial_field_stein_features,
-                                                  polynomial_stein_features, stein_control_variates)
+from steinax.diagnostics.control_variates import (ROUNDING_ULPS, _at_rounding, _fit_predict, _rounding_floor,
+                                                  polynomial_field_stein_features, polynomial_stein_features,
+                                                  stein_control_variates)
 from steinax.kernels import IMQ
 from steinax.stein.ksd import stein_kernel_matrix
 
@@ -76,6 +77,77 @@ def test_polynomial_fields_are_exact_on_the_banana():
     assert np.max(np.abs(np.asarray(grad.estimate) - want)) > 1e-3
 
 
+def test_exact_fits_are_flagged_and_bounded_by_the_folds_rounding():
+    """float32, 1000 exact draws of the banana, the degree-3 field basis: every ``f`` is in the span, so ``exact`` is
+    set, the summary says so, and the floor is the larger of 32 ulps of the rms and the sd of the 5 folds' means (each
+    fold's own solve rounds differently). The intervals (rounding bounds) cover the exact moments; ``tanh(x_1)`` is not
+    in the span and is not flagged."""
+    from steinax.posteriors import get
+
+    post = get("banana")
+    ref = post.reference()
+    x = post.exact(jax.random.key(1), 1000).astype(np.float32)
+    f = lambda z: jnp.concatenate([z, z * z, jnp.tanh(z[:1])])  # noqa: E731
+    cv = stein_control_variates(x, post.target, f, basis="polynomial_field", degree=3)
+    assert np.asarray(cv.exact).tolist() == [True, True, True, True, False]
+    assert cv.summary().count("exact: f is in the span of the basis") == 4
+    u = np.asarray(cv.adjusted, np.float64)
+    v = np.asarray(jax.vmap(f)(jnp.asarray(x)), np.float64)
+    ulps = ROUNDING_ULPS * np.finfo(np.float32).eps * np.sqrt(np.mean(v**2, axis=0))
+    fold_sd = u.reshape(5, 200, -1).mean(axis=1).std(axis=0, ddof=1)
+    # the stored floor is float32: 1e-6 relative
+    np.testing.assert_allclose(np.asarray(cv.floor, np.float64)[:4], np.maximum(ulps, fold_sd)[:4], rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(cv.floor, np.float64)[4], ulps[4], rtol=1e-6)
+    lo, hi = (np.asarray(b, np.float64)[:4] for b in cv.interval())
+    want = np.r_[ref.mean, ref.sd**2 + ref.mean**2]
+    assert np.all((lo <= want) & (want <= hi)), (lo, want, hi)
+
+
+def test_rounding_floor_sees_one_folds_offset():
+    """Adjusted values constant up to float32-sized noise, one of 5 folds offset by 100 ulps of the values (a fold whose
+    solve rounded badly): the fit is exact and the floor is the sd of the folds' means (formula by hand), above the
+    32-ulp part; inexact values (variance 1e-3 of f's) keep the 32-ulp floor."""
+    rng = np.random.default_rng(0)
+    eps = float(np.finfo(np.float32).eps)
+    plain = rng.normal(3.0, 1.0, (1000, 2))
+    adjusted = np.stack([np.full(1000, 3.0), 3.0 + 0.03 * rng.normal(size=1000)], axis=1)
+    adjusted[:, 0] += 1e-2 * eps * rng.normal(size=1000)  # variance ratio 1e-4 eps, and the offset adds 2e-3 eps
+    rows = [np.arange(200 * k, 200 * k + 200) for k in range(5)]
+    adjusted[rows[1], 0] += 100 * 3.0 * eps
+    exact = _at_rounding(adjusted, plain, eps)
+    assert exact.tolist() == [True, False]
+    floor = _rounding_floor(adjusted, plain, rows, eps, exact)
+    means = [adjusted[r, 0].mean() for r in rows]
+    fold_sd = np.sqrt(sum((m - np.mean(means)) ** 2 for m in means) / 4)
+    ulps = ROUNDING_ULPS * eps * np.sqrt(np.mean(plain**2, axis=0))
+    assert fold_sd > ulps[0]
+    # the folds' means differ in their 6th digit: float64 cancellation leaves ~1e-11 relative in their sd
+    np.testing.assert_allclose(floor, [fold_sd, ulps[1]], rtol=1e-9)
+
+
+def test_exact_in_the_draws_but_not_over_p():
+    """N(0, 1), ``f = x + x^6 1{|x| > 4}``: 1000 draws never pass 3.3, so a degree-1 fit is exact on them. The tail
+    draws see the rest: ``exact`` is false and the simulated interval covers ``E f = 2 int_4^inf t^6 phi(t) dt``
+    (quadrature, 0.3767). Without tail draws nothing can see it, and the rounding-bound interval misses: what the
+    draws alone cannot say."""
+    from scipy.integrate import quad
+    from scipy.stats import norm
+
+    x = np.random.default_rng(5).normal(size=(1000, 1)).astype(np.float32)
+    assert np.abs(x).max() < 4
+
+    def f(z):
+        return z[:1] + jnp.where(jnp.abs(z[:1]) > 4, z[:1] ** 6, 0.0)
+
+    truth = 2 * quad(lambda t: t**6 * norm.pdf(t), 4, np.inf)[0]
+    cv = stein_control_variates(x, lambda z: -0.5 * jnp.sum(z**2), f, basis="polynomial", degree=1)
+    lo, hi = cv.interval()
+    assert not bool(cv.exact[0]) and float(lo[0]) < truth < float(hi[0])
+    blind = stein_control_variates(x, lambda z: -0.5 * jnp.sum(z**2), f, basis="polynomial", degree=1, tail_draws=0)
+    lo, hi = blind.interval()
+    assert bool(blind.exact[0]) and not float(lo[0]) < truth < float(hi[0])
+
+
 @pytest.mark.parametrize("basis", ["polynomial", "semi_exact"])
 def test_exact_for_quadratics_under_a_gaussian(basis):
     """Under N(m, C) every quadratic f is c + L phi for a quadratic phi: degree 2 estimates E f exactly (to float64
@@ -132,7 +204,7 @@ def test_heavy_tailed_target_variance_reduction():
     y = np.random.default_rng(3).standard_t(3, size=(1000, 1)).astype(np.float32)
     cv = stein_control_variates(y, lambda z: -2.0 * jnp.log1p(z[0] ** 2 / 3), lambda z: jnp.tanh(z[0]), tail_draws=0)
     assert cv.error_draws is None and "intervals normal: tail_draws=0" in cv.summary()
-    assert float(cv.variance_reduction[0]) > 100
+    assert float(cv.variance_reduction[0]) > 100 and not bool(cv.exact[0])
     assert abs(float(cv.estimate[0])) < 4 * float(cv.standard_error[0])
     lo, hi = cv.interval(0.95)
     assert float(lo[0]) < float(cv.estimate[0]) < float(hi[0]) and "variance /" in cv.summary()
