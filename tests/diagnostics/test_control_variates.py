@@ -201,6 +201,22 @@ def test_kernel_fit_equals_a_naive_solve():
     np.testing.assert_allclose(np.asarray(pred - g), np.full_like(want, sol[20, 0]), rtol=1e-8)
 
 
+@pytest.mark.parametrize("basis", ["polynomial_field", "kernel"])
+def test_one_fit_serves_held_out_rows_and_tail_draws(basis):
+    """``_fit_predict`` with a second test set (the tail draws) gives, to the bit, the values of two separate calls:
+    one fit per fold serves both (module docstring), and the intervals are those of fitting twice."""
+    rng = np.random.default_rng(2)
+    x, y = rng.normal(size=(60, 2)).astype(np.float32), rng.standard_t(2, size=(25, 2)).astype(np.float32)
+    s, sy, f = -x, -y, np.c_[x[:, 0] ** 2, np.sin(x[:, 1])].astype(np.float32)
+    tr, te = np.arange(45), np.arange(45, 60)
+    args = ("polynomial_field", 2, None) if basis == "polynomial_field" else ("kernel", None, jnp.asarray(1.5))
+    both = _fit_predict(x[tr], s[tr], f[tr], x[te], s[te], *args, 1e-3, y, sy)
+    alone = _fit_predict(x[tr], s[tr], f[tr], x[te], s[te], *args, 1e-3)
+    tail = _fit_predict(x[tr], s[tr], f[tr], y, sy, *args, 1e-3)
+    for got, want in ((both[0], alone[0]), (both[1], alone[1]), (both[2], tail[1])):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
 def test_heavy_tailed_target_variance_reduction():
     """A Student-t(3) target (heavy tails, no Gaussian structure), 1000 exact draws, normal intervals (no tail draws):
     the chosen basis reduces the variance of the estimate of E tanh(x) = 0 by far more than 10x and the estimate is

@@ -186,50 +186,53 @@ MAX_DEGREE = 4
 """Polynomial bases up to degree 4: a heavy-tailed target's ``x^2`` needs ``L x^4`` (degree 2 grows too slowly)."""
 
 
-def _polynomial_features(x_tr, s_tr, x_te, s_te, basis, degree):
-    """``(P_tr, P_te)`` the polynomial Stein features of a basis, in the training rows' standardised coordinates
-    ``z = (x - mean) / sd`` (scores ``s * sd``: the Stein operator of ``z``'s density, mean zero under ``p``
-    as well; the same span for the fields), scaled to unit training columns: a cubic basis in raw ``x`` is
-    ill conditioned in float32."""
+def _polynomial_features(x_tr, s_tr, tests, basis, degree):
+    """``(P_tr, [P_te, ...])`` the polynomial Stein features of a basis at the training rows and at each test set
+    ``(x_te, s_te)`` of ``tests``, in the training rows' standardised coordinates ``z = (x - mean) / sd`` (scores
+    ``s * sd``: the Stein operator of ``z``'s density, mean zero under ``p`` as well; the same span for the fields),
+    scaled to unit training columns: a cubic basis in raw ``x`` is ill conditioned in float32."""
     feats = polynomial_field_stein_features if basis == "polynomial_field" else polynomial_stein_features
     mu, sd = jnp.mean(x_tr, axis=0, keepdims=True), jnp.std(x_tr, axis=0, keepdims=True)
     sd = jnp.where(sd > 0, sd, 1.0)
-    p_tr, p_te = (feats((xx - mu) / sd, ss * sd, degree) for xx, ss in ((x_tr, s_tr), (x_te, s_te)))
+    p_tr = feats((x_tr - mu) / sd, s_tr * sd, degree)
     scale = jnp.sqrt(jnp.mean(p_tr * p_tr, axis=0, keepdims=True))
     scale = jnp.where(scale > 0, scale, 1.0)
-    return p_tr / scale, p_te / scale
+    return p_tr / scale, [feats((xx - mu) / sd, ss * sd, degree) / scale for xx, ss in tests]
 
 
-def _design(x_tr, s_tr, x_te, s_te, basis, degree):
-    """``(X_tr, X_te)``: an intercept column, then the polynomial features (none for ``"mean"`` and ``"kernel"``)."""
-    x_cols = [jnp.ones((x_tr.shape[0], 1), x_tr.dtype)], [jnp.ones((x_te.shape[0], 1), x_te.dtype)]
-    if basis in ("polynomial", "polynomial_field", "semi_exact"):
-        p_tr, p_te = _polynomial_features(x_tr, s_tr, x_te, s_te, basis, degree)
-        x_cols[0].append(p_tr)
-        x_cols[1].append(p_te)
-    return jnp.concatenate(x_cols[0], axis=1), jnp.concatenate(x_cols[1], axis=1)
+def _design(x_tr, s_tr, tests, basis, degree):
+    """``(X_tr, [X_te, ...])``: an intercept column, then the polynomial features (none for ``"mean"`` and
+    ``"kernel"``), at the training rows and at each test set ``(x_te, s_te)`` of ``tests``."""
+    ones = lambda z: jnp.ones((z.shape[0], 1), z.dtype)  # noqa: E731
+    if basis not in ("polynomial", "polynomial_field", "semi_exact"):
+        return ones(x_tr), [ones(xx) for xx, _ in tests]
+    p_tr, p_tes = _polynomial_features(x_tr, s_tr, tests, basis, degree)
+    return (jnp.concatenate([ones(x_tr), p_tr], axis=1),
+            [jnp.concatenate([ones(xx), pp], axis=1) for (xx, _), pp in zip(tests, p_tes)])
 
 
 @eqx.filter_jit
-def _fit_predict(x_tr, s_tr, f_tr, x_te, s_te, basis, degree, h, lam):
-    """Fit ``c + g`` on the training rows; return ``(c + g, g)`` at the test rows (``[m, p]`` each)."""
+def _fit_predict(x_tr, s_tr, f_tr, x_te, s_te, basis, degree, h, lam, x_more=None, s_more=None):
+    """Fit ``c + g`` on the training rows; return ``(c + g, g)`` at the test rows (``[m, p]`` each) and, given a second
+    test set ``(x_more, s_more)`` (the tail draws), ``g`` there as a third element: one fit, each set's own products
+    (the first set's values are those of a call without the second)."""
     n = x_tr.shape[0]
-    p_tr, p_te = _design(x_tr, s_tr, x_te, s_te, basis, degree)
+    tests = [(x_te, s_te)] + ([] if x_more is None else [(x_more, s_more)])
+    p_tr, p_tes = _design(x_tr, s_tr, tests, basis, degree)
     if basis in LEAST_SQUARES:
         coef, *_ = jnp.linalg.lstsq(p_tr, f_tr)
-        g = p_te[:, 1:] @ coef[1:]
-        return g + coef[0][None], g
+        gs = [pp[:, 1:] @ coef[1:] for pp in p_tes]
+        return (gs[0] + coef[0][None], *gs)
     kern = IMQ(h=h)
     k_tr = stein_kernel_matrix(x_tr, s_tr, x_tr, s_tr, kern)
-    k_te = stein_kernel_matrix(x_te, s_te, x_tr, s_tr, kern)
     m = p_tr.shape[1]
     system = jnp.block([[k_tr + n * lam * jnp.eye(n, dtype=x_tr.dtype), p_tr],
                         [p_tr.T, jnp.zeros((m, m), x_tr.dtype)]])
     rhs = jnp.concatenate([f_tr, jnp.zeros((m, f_tr.shape[1]), f_tr.dtype)])
     sol = jnp.linalg.solve(system, rhs)
     a, b = sol[:n], sol[n:]
-    g = k_te @ a + p_te[:, 1:] @ b[1:]
-    return g + b[0][None], g
+    gs = [stein_kernel_matrix(xx, ss, x_tr, s_tr, kern) @ a + pp[:, 1:] @ b[1:] for (xx, ss), pp in zip(tests, p_tes)]
+    return (gs[0] + b[0][None], *gs)
 
 
 class ControlVariateEstimate(eqx.Module):
@@ -381,37 +384,33 @@ def _tail_draws(tgt, x, m, key):
     return y, jnp.where(ok[:, None], sy, 0.0), w / np.sum(w)
 
 
-def _simulated_errors(tail, f, x, s, values, candidates, choice, kept, rows, ridge, rng):
-    """``([ERROR_DRAWS, p] or None, how)``: simulated errors of the cross-fitted estimate (module docstring), by
-    resampling the tail draws ``tail = (y, scores, w)`` with their importance weights (sampling importance
-    resampling), each fold's ``f - g`` with the fold's own fit; ``how`` says how the interval was made. ``None`` when the
-    weights are unreliable (``k`` at or over :func:`~steinax.diagnostics.pareto.khat_threshold`) or ``f - g`` is not
-    finite where a weight is positive."""
+def _live_tail(tail, f):
+    """``((y, scores, w, f(y)) or None, how)``: the tail draws ``tail = (y, scores, w)`` of positive weight (a zero
+    weight's ``f - g`` may overflow, and 0 x inf would spoil the weighted sums) with ``f`` at them, or ``None`` and why
+    when the weights are unreliable (Pareto ``k`` at or over :func:`~steinax.diagnostics.pareto.khat_threshold`)."""
     y, sy, w = tail
-    live = np.flatnonzero(w > 0)  # a zero weight's f - g may overflow: 0 x inf would spoil the weighted sums
+    live = np.flatnonzero(w > 0)
     y, sy, w = y[live], sy[live], w[live]
     k_w = float(pareto_khat(w, tail="right")) if live.size >= 10 else np.inf
     if not k_w < khat_threshold(max(live.size, 11)):
         return None, f"the tail draws' weights have Pareto k {k_w:.2f} >= {khat_threshold(max(live.size, 11)):.2f}"
-    fy = np.asarray(_function_values(f, y), np.float64)
-    n, everything = values.shape[0], np.arange(values.shape[0])
+    return (y, sy, w, np.asarray(_function_values(f, y), np.float64)), (
+        f"simulated from {ERROR_DRAWS} estimates over {live.size} weighted tail draws (their Pareto k {k_w:.2f})")
+
+
+def _simulated_errors(fy, w, gy, rows, rng):
+    """``[ERROR_DRAWS, p]`` or ``None``: simulated errors of the cross-fitted estimate (module docstring) by sampling
+    importance resampling of the tail draws, whose ``f`` values are ``fy`` ``[m, p]`` and importance weights ``w``
+    ``[m]``, fold ``k``'s ``f - g`` with its own fit's values ``gy[k]`` ``[m, p]`` (zero where the fold keeps its plain
+    values); ``None`` where ``f - g`` is not finite at a tail draw."""
+    n = sum(held.size for held in rows)
     errors = np.zeros((ERROR_DRAWS, fy.shape[1]))
-    for k, held in enumerate(rows):
-        gy = np.zeros_like(fy)
-        train = np.setdiff1d(everything, held)
-        for c in np.unique(choice[k]):
-            mine = np.flatnonzero((choice[k] == c) & kept[k])
-            kind, q, h = candidates[c]
-            if mine.size and kind != "mean":
-                gy[:, mine] = np.asarray(_fit_predict(x[train], s[train], values[train], y, sy, kind, q,
-                                                      None if h is None else jnp.asarray(h, x.dtype), ridge)[1],
-                                         np.float64)[:, mine]
-        u = fy - gy
+    for held, g in zip(rows, gy):
+        u = fy - g
         if not np.all(np.isfinite(u)):
-            return None, "f - g is not finite at a weighted tail draw"
+            return None
         errors += (_resampled_means(u, w, held.size, rng) - w @ u) * (held.size / n)
-    return errors, (f"simulated from {ERROR_DRAWS} estimates over {live.size} weighted tail draws (their Pareto k "
-                    f"{k_w:.2f})")
+    return errors
 
 
 def _resampled_means(u, w, size, rng):
@@ -512,11 +511,13 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
     v = np.asarray(values, np.float64)
     everything = np.arange(n)
 
-    def fit(c, train, test):
+    def fit(c, train, test, tail=None):
+        """Candidate ``c`` fitted on rows ``train``: ``c + g`` and ``g`` at rows ``test`` (and ``g`` at ``tail``)."""
         kind, q, h = candidates[c]
         out = _fit_predict(x[train], s[train], values[train], x[test], s[test], kind, q,
-                           None if h is None else jnp.asarray(h, x.dtype), ridge)
-        return np.asarray(out[0], np.float64), np.asarray(out[1], np.float64)
+                           None if h is None else jnp.asarray(h, x.dtype), ridge,
+                           *(() if tail is None else (tail[0], tail[1])))
+        return tuple(np.asarray(o, np.float64) for o in out)
 
     if len(candidates) == 1:
         choice = np.zeros((folds, v.shape[1]), int)
@@ -537,30 +538,9 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
                                      "(first five) is non-finite (the kernel system is singular or the scores "
                                      "overflow): try basis='polynomial', a larger `ridge`, or float64")
         choice = np.argmin(np.where(np.isfinite(sq), sq, np.inf), axis=0)  # [folds, p]
-    adjusted = np.empty(v.shape)
-    kept = np.zeros((folds, v.shape[1]), bool)  # whether fold k keeps its fit (not the safeguard's plain values)
-    for c in np.unique(choice):
-        cols = np.flatnonzero(np.any(choice == c, axis=0))
-        for k in range(folds):  # fold k: g fitted on the other folds, for the functions whose choice there is c
-            mine = cols[choice[k, cols] == c]
-            if mine.size == 0:
-                continue
-            g = fit(c, np.setdiff1d(everything, rows[k]), rows[k])[1][:, mine]
-            # the safeguard: where g adds variance on the held-out fold, the fold keeps its plain values
-            worse = np.var(v[rows[k]][:, mine] - g, axis=0) > np.var(v[rows[k]][:, mine], axis=0)
-            g[:, worse] = 0.0
-            adjusted[rows[k][:, None], mine[None]] = v[rows[k]][:, mine] - g
-            kept[k, mine] = ~worse
-    estimate = adjusted.mean(axis=0)
-    if not np.all(np.isfinite(adjusted)):
-        raise FloatingPointError("the chosen control-variate fit is non-finite (the kernel system is singular or the "
-                                 "scores overflow): try basis='polynomial', a larger `ridge`, or float64")
-    is_iid = not _is_chains(samples, chains) if iid is None else bool(iid)
-    tau_adj = np.ones(v.shape[1]) if is_iid else np.maximum(_tau(adjusted, chains), 1.0)
-    tau_mean = np.ones(v.shape[1]) if is_iid else np.maximum(_tau(v, chains), 1.0)
-    eps = float(np.finfo(np.dtype(x.dtype)).eps)
-    exact = _at_rounding(adjusted, v, eps)  # in the draws; over p as well where there are tail draws, below
-    errors, intervals = None, "normal: tail_draws=0"
+    # the tail draws behind simulated intervals (module docstring), resolved before the fits: each fold's one fit
+    # predicts at its held-out draws and at the tail draws
+    live, intervals = None, "normal: tail_draws=0"
     tgt = None if target is None else as_target(target)
     if tail_draws != 0:
         if not callable(f):
@@ -572,9 +552,41 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
             tail = _tail_draws(tgt, x, min(4 * n, TAIL_DRAWS_MAX) if tail_draws is None else int(tail_draws), key)
             intervals = "normal: the target has no log-density, or is finite at no tail draw"
             if tail is not None:
-                errors, intervals = _simulated_errors(tail, f, x, s, values, candidates, choice, kept, rows, ridge,
-                                                      np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel()))
-                intervals = intervals if errors is not None else "normal: " + intervals
+                live, intervals = _live_tail(tail, f)
+                intervals = intervals if live is not None else "normal: " + intervals
+    gy = None if live is None else np.zeros((folds,) + live[3].shape)  # [folds, m, p]: each fold's g at tail draws
+    adjusted = np.empty(v.shape)
+    kept = np.zeros((folds, v.shape[1]), bool)  # whether fold k keeps its fit (not the safeguard's plain values)
+    for c in np.unique(choice):
+        cols = np.flatnonzero(np.any(choice == c, axis=0))
+        for k in range(folds):  # fold k: g fitted on the other folds, for the functions whose choice there is c
+            mine = cols[choice[k, cols] == c]
+            if mine.size == 0:
+                continue
+            out = fit(c, np.setdiff1d(everything, rows[k]), rows[k], live)
+            g = out[1][:, mine]
+            # the safeguard: where g adds variance on the held-out fold, the fold keeps its plain values
+            worse = np.var(v[rows[k]][:, mine] - g, axis=0) > np.var(v[rows[k]][:, mine], axis=0)
+            g[:, worse] = 0.0
+            adjusted[rows[k][:, None], mine[None]] = v[rows[k]][:, mine] - g
+            kept[k, mine] = ~worse
+            if gy is not None:
+                gy[k][:, mine] = np.where(worse, 0.0, out[2][:, mine])
+    estimate = adjusted.mean(axis=0)
+    if not np.all(np.isfinite(adjusted)):
+        raise FloatingPointError("the chosen control-variate fit is non-finite (the kernel system is singular or the "
+                                 "scores overflow): try basis='polynomial', a larger `ridge`, or float64")
+    is_iid = not _is_chains(samples, chains) if iid is None else bool(iid)
+    tau_adj = np.ones(v.shape[1]) if is_iid else np.maximum(_tau(adjusted, chains), 1.0)
+    tau_mean = np.ones(v.shape[1]) if is_iid else np.maximum(_tau(v, chains), 1.0)
+    eps = float(np.finfo(np.dtype(x.dtype)).eps)
+    exact = _at_rounding(adjusted, v, eps)  # in the draws; over p as well where there are tail draws, below
+    errors = None
+    if live is not None:
+        errors = _simulated_errors(live[3], live[2], gy, rows,
+                                   np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel()))
+        if errors is None:
+            intervals = "normal: f - g is not finite at a weighted tail draw"
     if errors is not None:
         exact &= _at_rounding(errors * np.sqrt(n), v, eps)  # constant over p too: the simulated means barely vary
         errors *= np.sqrt(tau_adj)
