@@ -296,7 +296,8 @@ def test_simulated_errors_follow_the_mean_of_a_chi_square():
 
 def test_normal_intervals_without_a_log_density_or_a_function():
     """The tail draws need the target's log-density and ``f`` as a function: scores alone, ``f``'s values, or
-    ``tail_draws=0`` give the normal interval (the same estimate), and the result says which reason applied."""
+    ``tail_draws=0`` give the normal interval (the same estimate), and the result says which reason applied; so do
+    tail draws that cannot serve (``f - g`` not finite at one, or weights with too high a Pareto k)."""
     x = np.random.default_rng(6).normal(size=(300, 1)).astype(np.float32)
     logp, f = (lambda z: -0.5 * jnp.sum(z**2)), (lambda z: z[0] ** 2)
     simulated = stein_control_variates(x, logp, f, basis="polynomial", degree=1)
@@ -307,6 +308,14 @@ def test_normal_intervals_without_a_log_density_or_a_function():
         assert cv.error_draws is None and cv.intervals.startswith("normal: ") and why in cv.intervals, cv.intervals
         assert cv.intervals in cv.summary()
         np.testing.assert_allclose(float(cv.estimate[0]), float(simulated.estimate[0]), rtol=1e-6)
+    # the tail draws exist but cannot serve: exp(x^2) overflows float32 at live tail draws past |x| = 9.4; a target
+    # far heavier-tailed than the draws' Cauchy (p ~ |x|^-1.2 against scale 0.1) gives weights with k over threshold
+    for cv, why in ((stein_control_variates(x, logp, lambda z: jnp.exp(z[0] ** 2), basis="polynomial", degree=1),
+                     "f - g is not finite at a weighted tail draw"),
+                    (stein_control_variates(0.1 * x, lambda z: -0.6 * jnp.sum(jnp.log1p(z**2)), f, basis="polynomial",
+                                            degree=1), "weights have Pareto k")):
+        assert cv.error_draws is None and cv.intervals.startswith("normal: ") and why in cv.intervals, cv.intervals
+        assert np.isfinite(float(cv.standard_error[0])) and not bool(cv.exact[0])
 
 
 @pytest.mark.slow  # 6 s: two targets compiled; the default suite stays under 10 minutes

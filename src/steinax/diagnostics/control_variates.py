@@ -60,8 +60,8 @@ up to rounding: ``exact`` is true where the adjusted values' variance is at most
 times that of ``f``'s values and, where there are tail draws (below), so is the variance of their
 simulated means scaled to one draw: constant over ``p``, not only at the draws. (The draws alone
 misjudge two cases measured on the coverage experiment's float32 replications: Beta-Binomial chains'
-``x_1`` and ``x_1^2`` fitted to ``0.14-0.18 eps`` in sample yet off by a sampling error, which the tail draws reveal,
-against exact banana fits up to ``0.34 eps`` whose folds' solves rounded badly.) Such an error is
+``x_1`` and ``x_1^2`` fitted to ``0.14-0.18 eps`` in sample yet off by a sampling error, which the tail
+draws reveal, against exact banana fits up to ``0.34 eps`` whose folds' solves rounded badly.) Such an error is
 rounding, which neither averages down nor follows a sampling law, so its interval is a rounding
 bound, not a confidence interval: standard errors are at least the ``floor``, :data:`ROUNDING_ULPS`
 ulps of the values' rms and, for an exact fit, also the sd of the folds' means. Each fold has its own
@@ -328,13 +328,12 @@ def _rounding_floor(adjusted, plain, rows, eps, exact):
     return np.where(exact, np.maximum(floor, fold_means.std(axis=0, ddof=1)), floor)
 
 
-def _tail_k(values, plain, eps):
+def _tail_k(values, rounding):
     """``[p]`` the Pareto ``k`` of each column of ``values`` ``[n, p]`` (residuals or adjusted values), of its distinct
     values (a chain's rejections repeat a draw, and ties with the tail's cutoff break the fit); ``-inf`` for a column
-    at rounding level (:func:`_at_rounding`: an exact fit, whose residuals are the features' rounding errors, not a
-    tail of ``p``); ``nan`` with fewer than 10 distinct values."""
+    at rounding level (``rounding`` ``[p]``, :func:`_at_rounding`: an exact fit in the draws, whose residuals are the
+    features' rounding errors, not a tail of ``p``); ``nan`` with fewer than 10 distinct values."""
     out = np.full(values.shape[1], np.nan)
-    rounding = _at_rounding(values, plain, eps)
     for j, col in enumerate(values.T):
         if rounding[j]:
             out[j] = -np.inf
@@ -512,11 +511,12 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
     everything = np.arange(n)
 
     def fit(c, train, test, tail=None):
-        """Candidate ``c`` fitted on rows ``train``: ``c + g`` and ``g`` at rows ``test`` (and ``g`` at ``tail``)."""
+        """Candidate ``c`` fitted on rows ``train``: ``c + g`` and ``g`` at rows ``test`` (and ``g`` at the draws and
+        scores ``tail``)."""
         kind, q, h = candidates[c]
         out = _fit_predict(x[train], s[train], values[train], x[test], s[test], kind, q,
                            None if h is None else jnp.asarray(h, x.dtype), ridge,
-                           *(() if tail is None else (tail[0], tail[1])))
+                           *(() if tail is None else tail))
         return tuple(np.asarray(o, np.float64) for o in out)
 
     if len(candidates) == 1:
@@ -554,7 +554,8 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
             if tail is not None:
                 live, intervals = _live_tail(tail, f)
                 intervals = intervals if live is not None else "normal: " + intervals
-    gy = None if live is None else np.zeros((folds,) + live[3].shape)  # [folds, m, p]: each fold's g at tail draws
+    y_tail, s_tail, w_tail, f_tail = (None,) * 4 if live is None else live
+    gy = None if live is None else np.zeros((folds,) + f_tail.shape)  # [folds, m, p]: each fold's g at tail draws
     adjusted = np.empty(v.shape)
     kept = np.zeros((folds, v.shape[1]), bool)  # whether fold k keeps its fit (not the safeguard's plain values)
     for c in np.unique(choice):
@@ -563,7 +564,7 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
             mine = cols[choice[k, cols] == c]
             if mine.size == 0:
                 continue
-            out = fit(c, np.setdiff1d(everything, rows[k]), rows[k], live)
+            out = fit(c, np.setdiff1d(everything, rows[k]), rows[k], None if live is None else (y_tail, s_tail))
             g = out[1][:, mine]
             # the safeguard: where g adds variance on the held-out fold, the fold keeps its plain values
             worse = np.var(v[rows[k]][:, mine] - g, axis=0) > np.var(v[rows[k]][:, mine], axis=0)
@@ -580,10 +581,11 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
     tau_adj = np.ones(v.shape[1]) if is_iid else np.maximum(_tau(adjusted, chains), 1.0)
     tau_mean = np.ones(v.shape[1]) if is_iid else np.maximum(_tau(v, chains), 1.0)
     eps = float(np.finfo(np.dtype(x.dtype)).eps)
-    exact = _at_rounding(adjusted, v, eps)  # in the draws; over p as well where there are tail draws, below
+    in_draws = _at_rounding(adjusted, v, eps)  # f - g constant at the draws; exact: over p as well, below
+    exact = in_draws.copy()
     errors = None
     if live is not None:
-        errors = _simulated_errors(live[3], live[2], gy, rows,
+        errors = _simulated_errors(f_tail, w_tail, gy, rows,
                                    np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel()))
         if errors is None:
             intervals = "normal: f - g is not finite at a weighted tail draw"
@@ -601,7 +603,7 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
     names = tuple(f"{candidates[b][0]}" + (f":{candidates[b][1]}" if candidates[b][1] else "")
                   + (f":h={candidates[b][2]:.3g}" if candidates[b][2] else "") for b in best)
     dt = x.dtype
-    tail_k = _tail_k(adjusted, v, eps)
+    tail_k = _tail_k(adjusted, in_draws)
     return ControlVariateEstimate(estimate=jnp.asarray(estimate, dt), standard_error=jnp.asarray(se, dt),
                                   mean=jnp.asarray(v.mean(axis=0), dt), mean_standard_error=jnp.asarray(se_mean, dt),
                                   variance_reduction=jnp.asarray(se_mean**2 / np.maximum(se**2, 1e-300), dt),
