@@ -258,6 +258,9 @@ class ControlVariateEstimate(eqx.Module):
         error_draws: ``[ERROR_DRAWS, p]`` simulated errors of the estimates from the tail draws (module docstring),
             behind :meth:`interval`; ``None`` where the intervals are normal.
         floor: ``[p]`` the standard errors' rounding floor (for an exact fit, also the sd of the folds' means).
+        ess: ``[p]`` the adjusted values' effective sample size behind the chain factor, ``n / tau`` (module
+            docstring; at most ``n``, and ``n`` for independent draws). On a heavy tail it is measured where the
+            chains have been, and can be too large for short chains (docs/tools/control-variates.md).
         exact: ``[p]`` whether ``f`` is in the span of the chosen basis (``f - g`` constant up to rounding at the
             draws and, where there are ``error_draws``, over the tail draws): the interval is then a rounding bound,
             not a confidence interval (module docstring).
@@ -275,6 +278,7 @@ class ControlVariateEstimate(eqx.Module):
     adjusted: jax.Array
     error_draws: jax.Array | None
     floor: jax.Array
+    ess: jax.Array
     exact: jax.Array
     intervals: str = eqx.field(static=True)
     n: int = eqx.field(static=True)
@@ -299,7 +303,8 @@ class ControlVariateEstimate(eqx.Module):
             lines.append(f"  f[{i}]: {float(self.estimate[i]):.6g} +- {float(self.standard_error[i]):.3g} [95%: "
                          f"{float(lo[i]):.6g}, {float(hi[i]):.6g}] (mean {float(self.mean[i]):.6g} +- "
                          f"{float(self.mean_standard_error[i]):.3g}; variance / "
-                         f"{float(self.variance_reduction[i]):.1f}; {self.basis[i]}; tail k {float(self.pareto_k[i]):.2f})")
+                         f"{float(self.variance_reduction[i]):.1f}; {self.basis[i]}; tail k {float(self.pareto_k[i]):.2f}"
+                         + (f"; ESS {float(self.ess[i]):.0f}" if float(self.ess[i]) < self.n else "") + ")")
             if bool(self.exact[i]):
                 lines.append("    exact: f is in the span of the basis; the interval bounds rounding error")
             elif self.error_draws is None and float(self.pareto_k[i]) >= FINITE_VARIANCE_K:
@@ -614,5 +619,6 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
                                   basis=names, pareto_k=jnp.asarray(tail_k, dt),
                                   adjusted=jnp.asarray(adjusted, dt),
                                   error_draws=None if errors is None else jnp.asarray(errors, dt),
-                                  floor=jnp.asarray(floor, dt), exact=jnp.asarray(exact), intervals=intervals,
+                                  floor=jnp.asarray(floor, dt), ess=jnp.asarray(n / tau_adj, dt),
+                                  exact=jnp.asarray(exact), intervals=intervals,
                                   n=int(n), chains=int(chains))
