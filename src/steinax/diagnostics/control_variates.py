@@ -53,11 +53,11 @@ removes the bias but, with the basis chosen once on all draws, covered 167-176 t
 For chains the standard error is multiplied by ``sqrt(tau)``, ``tau = n / ESS`` with ``ESS`` the
 multi-chain effective sample size of the ``u_i`` (:func:`steinax.diagnostics.ess.effective_sample_size`:
 split chains, the between-chain variance, Geyer's initial monotone sequence), at least 1; ``tau = 1`` for
-independent draws. The plain mean's standard error follows the same rule. How a sampler moves in a tail
-its draws have not reached is not in the draws, so on heavy tails the factor errs by sampler (measured on
-``experiments/diagnostics/control_variates_coverage.py``): conservative on independence-sampler chains,
-whose tail visits last one step, and short on NUTS chains of 250 draws on a Student-t(5)'s squares, as the
-plain mean's is there, calibrated at 1000 draws per chain.
+independent draws. The plain mean's standard error follows the same rule. The factor is one number over
+all the draws, and on a heavy tail the error comes from the tail, where samplers differ (measured on
+``experiments/diagnostics/control_variates_coverage.py``): it is conservative on independence-sampler
+chains, whose tail visits last one step, and short on NUTS chains of 250 draws on a Student-t(5)'s squares
+(long tail excursions), as the plain mean's is there, calibrated at 1000 draws per chain.
 
 **Exact fits (decided here).** Where ``f`` lies in the span of the chosen basis, ``f - g`` is constant
 up to rounding: ``exact`` is true where the adjusted values' variance is at most the dtype's epsilon
