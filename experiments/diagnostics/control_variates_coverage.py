@@ -21,7 +21,8 @@ coordinate's mean and its square (4 functions). Each replication:
   the IMH chains mix fastest (the tails). Not run on the mixture, whose modes NUTS cannot cross.
 
 For both kinds of chains the run prints how many replications have a rank-normalised split R-hat
-(arviz-stats) above 1.01 on any of the four functions; they are judged with the others.
+(arviz-stats) above 1.01 on any of the four functions (they are judged with the others), and for NUTS
+how many transitions diverged.
 
 ``steinax.diagnostics.stein_control_variates`` (``basis="auto"``, ``f`` passed as a function with the target's
 log-density, so that its intervals come from simulated estimates over weighted tail draws: see its module
@@ -55,6 +56,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
 
 NU = 5.0
+
+
+def functions(z):
+    """The functions whose expectations are estimated: each coordinate and its square, ``[2] -> [4]``."""
+    return jnp.concatenate([z, z * z])
 
 
 def _skewed_t_logp(z):
@@ -211,8 +217,9 @@ def imh_chains(logp, key, starts, draws, centre, scale, nu=3.0):
 
 
 def nuts_chains(logp, key, starts, draws, warmup):
-    """NUTS chains ``[chains, draws, d]`` from ``starts`` ``[chains, d]``: BlackJAX's window adaptation (step size and
-    diagonal mass matrix, ``warmup`` steps, target acceptance 0.8) per chain, then ``draws`` draws."""
+    """NUTS chains ``([chains, draws, d], divergent [chains, draws])`` from ``starts`` ``[chains, d]``: BlackJAX's
+    window adaptation (step size and diagonal mass matrix, ``warmup`` steps, target acceptance 0.8) per chain, then
+    ``draws`` draws, with whether each transition diverged."""
     import blackjax
 
     def one(x0, k):
@@ -221,8 +228,8 @@ def nuts_chains(logp, key, starts, draws, warmup):
         step = blackjax.nuts(logp, **params).step
 
         def move(s, kk):
-            s, _ = step(kk, s)
-            return s, s.position
+            s, info = step(kk, s)
+            return s, (s.position, info.is_divergent)
 
         return jax.lax.scan(move, state, jax.random.split(k2, draws))[1]
 
@@ -298,7 +305,7 @@ def main(argv=None):
                       "from the chains can see the other (the IMH chains, which cross, test this target)", flush=True)
                 continue
             est, lower, upper, plain, plain_se, reported, exact, simulated = [], [], [], [], [], [], [], 0
-            rhat_max = []
+            rhat_max, divergent = [], 0
             for r in range(a.first_rep, a.first_rep + a.reps):
                 key = jax.random.fold_in(jax.random.key(7), r)
                 if setting == "iid":
@@ -306,13 +313,16 @@ def main(argv=None):
                 else:  # 4 chains from exact starts
                     k1, k2 = jax.random.split(key)
                     sd = np.sqrt(m2 - m1**2)
-                    x = (run_chains(k2, sampler(k1, 4), jnp.asarray(m1, jnp.float32), jnp.asarray(2.0 * sd, jnp.float32))
-                         if setting == "chain" else run_nuts(k2, sampler(k1, 4)))
+                    if setting == "chain":
+                        x = run_chains(k2, sampler(k1, 4), jnp.asarray(m1, jnp.float32), jnp.asarray(2.0 * sd, jnp.float32))
+                    else:
+                        x, div = run_nuts(k2, sampler(k1, 4))
+                        divergent += int(jnp.sum(div))
                     # rank-normalised split R-hat (Vehtari et al. 2021) of the four functions
-                    fx = np.concatenate([np.asarray(x, np.float64), np.asarray(x, np.float64) ** 2], axis=-1)
+                    fx = np.asarray(jax.vmap(jax.vmap(functions))(x), np.float64)
                     rhat_max.append(max(float(rhat(fx[..., j])) for j in range(fx.shape[-1])))
                 # f as a function and the target's log-density: the intervals come from tail draws (module docstring)
-                cv = stein_control_variates(x, target, lambda z: jnp.concatenate([z, z * z]))
+                cv = stein_control_variates(x, target, functions)
                 est.append(np.asarray(cv.estimate))
                 lower.append(np.asarray(cv.interval()[0]))
                 upper.append(np.asarray(cv.interval()[1]))
@@ -326,6 +336,8 @@ def main(argv=None):
             exact = np.array(exact, bool)
             flagged = "" if setting == "iid" else (f"; R-hat > 1.01 in {int(np.sum(np.array(rhat_max) > 1.01))} (max "
                                                    f"{max(rhat_max):.3f}; judged with the others)")
+            if setting == "nuts":
+                flagged += f"; divergent transitions: {divergent} of {a.reps * 4 * (a.draws // 4)}"
             print(f"{name:18s} {setting:5s}: intervals from tail draws in {simulated} of {a.reps} replications{flagged}",
                   flush=True)
             for j, fname in enumerate(["x1", "x2", "x1^2", "x2^2"]):
