@@ -251,12 +251,16 @@ def test_chain_input_inflates_the_standard_error():
                                   basis="polynomial", degree=1, tail_draws=0)
     assert chains.chains == 2
     assert 2.5 < float(chains.mean_standard_error[0] / flat.mean_standard_error[0]) < 6
-    # the ESS behind the chain factor: the adjusted values' multi-chain ESS, and the standard error is their sd
-    # over its root (float32 values, float64 arithmetic: rtol 1e-6); n for the same draws read as independent
+    # the ESS behind the chain factor: the multi-chain ESS of the function's own values (not of the adjusted values),
+    # and the standard error is the adjusted values' sd over its root (float32 values, float64 arithmetic: rtol 1e-6);
+    # n for the same draws read as independent
     from steinax.diagnostics import effective_sample_size
 
     u = np.asarray(chains.adjusted, np.float64)
-    ess = effective_sample_size(u.reshape(2, 1000, 1))[0]
+    fz = np.sin(z[..., 0].astype(np.float64)) + z[..., 0]
+    ess = effective_sample_size(fz[..., None])[0]
+    assert abs(ess - effective_sample_size(u.reshape(2, 1000, 1))[0]) > 1.0  # the two differ here: the test can tell
+    np.testing.assert_allclose(float(chains.mean_standard_error[0]), fz.std(ddof=1) / np.sqrt(ess), rtol=1e-5)
     assert ess < 2000 / 4  # phi = 0.9: the function's tau is several
     np.testing.assert_allclose(float(chains.ess[0]), ess, rtol=1e-6)
     np.testing.assert_allclose(float(chains.standard_error[0]), np.hypot(u.std(ddof=1) / np.sqrt(ess),

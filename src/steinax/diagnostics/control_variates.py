@@ -51,14 +51,22 @@ its own sd (the coefficients' O(p / n) error meets heavy-tailed features), and i
 removes the bias but, with the basis chosen once on all draws, covered 167-176 times.
 
 For chains the standard error is multiplied by ``sqrt(tau)``, ``tau = n / ESS`` with ``ESS`` the
-multi-chain effective sample size of the ``u_i`` (:func:`steinax.diagnostics.ess.effective_sample_size`:
-split chains, the between-chain variance, Geyer's initial monotone sequence), at least 1; ``tau = 1`` for
-independent draws. The plain mean's standard error follows the same rule. The factor is one number over
-all the draws, and on a heavy tail the error comes from the tail, where samplers differ (measured on
-``experiments/diagnostics/control_variates_coverage.py``): it is conservative on independence-sampler
-chains, whose tail visits last one step (395 of 400 on a Beta-Binomial's ``log(a + b)``), and at the
-band's lower edge on NUTS chains of 250 draws on a Student-t(5)'s squares (368-372 of 400: long tail
-excursions), in the band at 1000 draws per chain.
+multi-chain effective sample size of the function's own values ``f(x_i)``
+(:func:`steinax.diagnostics.ess.effective_sample_size`: split chains, the between-chain variance, Geyer's
+initial monotone sequence), at least 1; ``tau = 1`` for independent draws. The plain mean's standard
+error has the same factor, so ``variance_reduction`` compares the two on one footing. **Decided here:**
+the ``f(x_i)``, not the adjusted values ``u_i``. What the control variate leaves of a heavy-tailed ``f``
+is a few large residuals, and their sample autocorrelation understates how slowly the chains move
+through the bulk and the tail (on the skewed Student-t(5)'s independence-sampler chains, for ``f = x^2``: the
+``u_i``'s median ``tau`` 2.6-2.7, the ``f(x_i)``'s 3.1, and 3.1-3.2 from the estimates' spread over replications
+against the unscaled simulated errors). Measured on 600 replications of
+``experiments/diagnostics/control_variates_coverage.py`` (chains of 250 draws, four of them, from
+independence MH and NUTS, on the Student-t(5) and the Beta-Binomial: 16 cells; the rule chosen on
+replications 0-399 and checked, by a criterion written down before, on 400-599): the adjusted values'
+factor left 3 cells below the band (down to 541 of 600 on NUTS) and 6 above, this one none below and 6
+above. The cells above are the Beta-Binomial's, conservative under either rule (586-596 of 600, band
+[555, 583]): its ``log(a + b)`` error comes from a far tail where ``g`` extrapolates, and the simulated errors
+are wide there (on the independence-sampler chains, 377 of 400 even with ``tau = 1``).
 
 **Exact fits (decided here).** Where ``f`` lies in the span of the chosen basis, ``f - g`` is constant
 up to rounding: ``exact`` is true where the adjusted values' variance is at most the dtype's epsilon
@@ -259,9 +267,9 @@ class ControlVariateEstimate(eqx.Module):
         error_draws: ``[ERROR_DRAWS, p]`` simulated errors of the estimates from the tail draws (module docstring),
             behind :meth:`interval`; ``None`` where the intervals are normal.
         floor: ``[p]`` the standard errors' rounding floor (for an exact fit, also the sd of the folds' means).
-        ess: ``[p]`` the adjusted values' effective sample size behind the chain factor, ``n / tau`` (module
-            docstring; at most ``n``, and ``n`` for independent draws). On a heavy tail it is measured where the
-            chains have been, and can be too large for short chains (docs/tools/control-variates.md).
+        ess: ``[p]`` the effective sample size behind the chain factor, ``n / tau``, of the function's own values
+            (module docstring; at most ``n``, and ``n`` for independent draws). On a heavy tail it is measured where
+            the chains have been, and can be too large for short chains (docs/tools/control-variates.md).
         exact: ``[p]`` whether ``f`` is in the span of the chosen basis (``f - g`` constant up to rounding at the
             draws and, where there are ``error_draws``, over the tail draws): the interval is then a rounding bound,
             not a confidence interval (module docstring).
@@ -588,8 +596,8 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
         raise FloatingPointError("the chosen control-variate fit is non-finite (the kernel system is singular or the "
                                  "scores overflow): try basis='polynomial', a larger `ridge`, or float64")
     is_iid = not _is_chains(samples, chains) if iid is None else bool(iid)
-    tau_adj = np.ones(v.shape[1]) if is_iid else np.maximum(_tau(adjusted, chains), 1.0)
-    tau_mean = np.ones(v.shape[1]) if is_iid else np.maximum(_tau(v, chains), 1.0)
+    # the chain factor: one tau per function, from its own values, for the estimate and the plain mean (docstring)
+    tau = np.ones(v.shape[1]) if is_iid else np.maximum(_tau(v, chains), 1.0)
     eps = float(np.finfo(np.dtype(x.dtype)).eps)
     in_draws = _at_rounding(adjusted, v, eps)  # f - g constant at the draws; exact: over p as well, below
     exact = in_draws.copy()
@@ -601,14 +609,14 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
             intervals = "normal: f - g is not finite at a weighted tail draw"
     if errors is not None:
         exact &= _at_rounding(errors * np.sqrt(n), v, eps)  # constant over p too: the simulated means barely vary
-        errors *= np.sqrt(tau_adj)
+        errors *= np.sqrt(tau)
     floor = _rounding_floor(adjusted, v, rows, eps, exact)
     if errors is not None:
         q_lo, q_hi = np.quantile(errors, [0.025, 0.975], axis=0)
         se = np.hypot((q_hi - q_lo) / (2 * _Z95), floor)
     else:
-        se = np.hypot(adjusted.std(axis=0, ddof=1) * np.sqrt(tau_adj / n), floor)
-    se_mean = v.std(axis=0, ddof=1) * np.sqrt(tau_mean / n)
+        se = np.hypot(adjusted.std(axis=0, ddof=1) * np.sqrt(tau / n), floor)
+    se_mean = v.std(axis=0, ddof=1) * np.sqrt(tau / n)
     best = [np.bincount(choice[:, j], minlength=len(candidates)).argmax() for j in range(v.shape[1])]
     names = tuple(f"{candidates[b][0]}" + (f":{candidates[b][1]}" if candidates[b][1] else "")
                   + (f":h={candidates[b][2]:.3g}" if candidates[b][2] else "") for b in best)
@@ -620,6 +628,6 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
                                   basis=names, pareto_k=jnp.asarray(tail_k, dt),
                                   adjusted=jnp.asarray(adjusted, dt),
                                   error_draws=None if errors is None else jnp.asarray(errors, dt),
-                                  floor=jnp.asarray(floor, dt), ess=jnp.asarray(n / tau_adj, dt),
+                                  floor=jnp.asarray(floor, dt), ess=jnp.asarray(n / tau, dt),
                                   exact=jnp.asarray(exact), intervals=intervals,
                                   n=int(n), chains=int(chains))
