@@ -63,6 +63,7 @@ def tolerance(dtype, scale: float = 1.0) -> dict:
 # `--durations=40`; about 4 minutes of worker time together), run with the slow tests: CI's second pass
 # (`-m slow`) still runs every one of them. Docs snippets and user-path tests stay in the default suite.
 HEAVY = {
+    "tests/diagnostics/test_control_variates.py::test_auto_takes_the_basis_with_the_shortest_simulated_interval",
     "tests/gp/test_gp.py::test_log_marginal_likelihood_equals_cholesky_and_scipy[se]",
     "tests/particles/test_matrix_svgd.py::test_mixture_kernel_equals_naive_eq_9_10[True-None]",
     "tests/gp/test_gp.py::test_log_marginal_likelihood_equals_cholesky_and_scipy[matern32]",
