@@ -424,17 +424,21 @@ def _tail_draws(tgt, x, m, key):
 
 
 def _live_tail(tail, f):
-    """``((y, scores, w, f(y)) or None, how)``: the tail draws ``tail = (y, scores, w)`` of positive weight (a zero
-    weight's ``f - g`` may overflow, and 0 x inf would spoil the weighted sums) with ``f`` at them, or ``None`` and why
-    when the weights are unreliable (Pareto ``k`` at or over :func:`~steinax.diagnostics.pareto.khat_threshold`)."""
+    """``((y, scores, w, f(y)) or None, how)``: the tail draws ``tail = (y, scores, w)`` with ``f`` at them, each draw of
+    zero weight replaced by the first draw of positive weight (a zero weight's ``f - g`` may overflow, and 0 x inf
+    would spoil the weighted sums; the count stays ``m``, so every call with as many draws compiles the same fits, and
+    a resampled index, drawn by weight, never lands on a stand-in); or ``None`` and why when the weights are
+    unreliable (Pareto ``k`` at or over :func:`~steinax.diagnostics.pareto.khat_threshold`)."""
     y, sy, w = tail
-    live = np.flatnonzero(w > 0)
-    y, sy, w = y[live], sy[live], w[live]
-    k_w = float(pareto_khat(w, tail="right")) if live.size >= 10 else np.inf
-    if not k_w < khat_threshold(max(live.size, 11)):
-        return None, f"the tail draws' weights have Pareto k {k_w:.2f} >= {khat_threshold(max(live.size, 11)):.2f}"
-    return (y, sy, w, np.asarray(_function_values(f, y), np.float64)), (
-        f"simulated from {ERROR_DRAWS} estimates over {live.size} weighted tail draws (their Pareto k {k_w:.2f})")
+    live = w > 0
+    n_live = int(live.sum())
+    k_w = float(pareto_khat(w[live], tail="right")) if n_live >= 10 else np.inf
+    if not k_w < khat_threshold(max(n_live, 11)):
+        return None, f"the tail draws' weights have Pareto k {k_w:.2f} >= {khat_threshold(max(n_live, 11)):.2f}"
+    rows = np.where(live, np.arange(w.size), np.argmax(live))
+    y, sy = y[rows], sy[rows]
+    return (y, sy, np.where(live, w, 0.0), np.asarray(_function_values(f, y), np.float64)), (
+        f"simulated from {ERROR_DRAWS} estimates over {n_live} weighted tail draws (their Pareto k {k_w:.2f})")
 
 
 def _resampled_means(u, w, size, rng):
