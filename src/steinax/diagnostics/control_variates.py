@@ -89,8 +89,8 @@ factor left 3 cells below the band (down to 541 of 600 on NUTS) and 6 above, thi
 above (with the previous choice by held-out error; with the choice by interval, one Beta-Binomial independence-sampler
 cell per block of 200 is above the band: ``x_1`` 199, then ``log(a + b)`` 198, where the estimates' spread gives
 ``x_1`` a ``tau`` of 1.0-1.3 against the function's 4.9). The cells above are the Beta-Binomial's, conservative
-under either rule (586-596 of 600, band [555, 583]): its ``log(a + b)`` error comes from a far tail where ``g`` extrapolates, and the simulated errors
-are wide there (on the independence-sampler chains, 377 of 400 even with ``tau = 1``).
+under either rule (586-596 of 600, band [555, 583]): its ``log(a + b)`` error comes from a far tail where ``g``
+extrapolates, and the simulated errors are wide there (on the independence-sampler chains, 377 of 400 even with ``tau = 1``).
 
 **Exact fits (decided here).** Where ``f`` lies in the span of the chosen basis, ``f - g`` is constant
 up to rounding: ``exact`` is true where the adjusted values' variance is at most the dtype's epsilon
@@ -508,12 +508,12 @@ def _cross_fit_with_safeguard(fit, candidates, choice, rows, v):
 
 
 def _choose_by_simulation(fit, candidates, competes, rows, v, tail, fy, w, rng):
-    """``(adjusted [n, p], errors [ERROR_DRAWS, p], choice [folds, p])``, or ``None`` where no candidate's ``f - g`` of
-    some function is finite at every tail draw and draw: every candidate cross-fitted (fold
-    ``k``'s ``g`` on the other folds), its estimate's errors simulated from the tail draws (module docstring), and per
-    function the candidate (among those where ``competes`` ``[c]``) whose simulated 95% interval is the shortest (the
-    same resampled tail draws serve every candidate); then the safeguard: a fold where the chosen ``g`` adds variance keeps its plain values (candidate 0,
-    the mean), in its draws and in its simulated errors."""
+    """``(adjusted [n, p], errors [ERROR_DRAWS, p], choice [folds, p])``, or ``None`` where, for some function, no
+    candidate's ``f - g`` is finite at every tail draw and draw. Every candidate is cross-fitted (fold ``k``'s ``g`` on
+    the other folds) and its estimate's errors simulated from the tail draws (module docstring), the same resampled
+    tail draws serving every candidate; per function the candidate (among those where ``competes`` ``[c]``) whose
+    simulated 95% interval is the shortest is taken. Then the safeguard: a fold where the chosen ``g`` adds variance
+    keeps its plain values (candidate 0, the mean), in its draws and in its simulated errors."""
     n, p = v.shape
     everything = np.arange(n)
     u_draws = np.empty((len(candidates), n, p))
