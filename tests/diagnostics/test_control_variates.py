@@ -391,3 +391,28 @@ def test_auto_takes_the_basis_with_the_shortest_simulated_interval():
         np.testing.assert_array_equal(np.asarray(auto.adjusted[:, j]), np.asarray(chosen.adjusted[:, j]))
         assert all(width(auto.error_draws[:, j]) <= width(cv.error_draws[:, j]) for cv in fixed.values())
     assert auto.basis[0] != auto.basis[1]  # the choice is per function
+
+
+def test_tail_draws_keep_their_count_with_live_stand_ins():
+    """``_live_tail`` keeps all ``m`` tail draws (so repeated calls compile each fit once): a draw of zero weight is
+    replaced by the first live draw and keeps weight 0, so ``f`` is finite there and resampling never picks it; the
+    live draws, their weights and ``f`` at them are unchanged. The Pareto ``k`` is of the live weights alone."""
+    from steinax.diagnostics.control_variates import _live_tail
+
+    rng = np.random.default_rng(12)
+    m = 200
+    y = rng.normal(size=(m, 2)).astype(np.float32)
+    w = rng.uniform(0.5, 1.5, m)
+    dead = np.zeros(m, bool)
+    dead[[0, 3, 50, 199]] = True
+    y[dead] = 1e30  # f below overflows float32 here
+    w[dead] = 0.0
+    w /= w.sum()
+    (yy, sy, ww, fy), how = _live_tail((jnp.asarray(y), -jnp.asarray(y), w), lambda z: jnp.exp(z[0]))
+    assert yy.shape == (m, 2) and sy.shape == (m, 2) and ww.shape == (m,) and fy.shape == (m, 1)
+    assert "over 196 weighted tail draws" in how
+    np.testing.assert_array_equal(np.asarray(yy)[dead], np.repeat(y[1:2], 4, axis=0))  # the first live draw
+    np.testing.assert_array_equal(ww, w)
+    np.testing.assert_array_equal(np.asarray(yy)[~dead], y[~dead])
+    np.testing.assert_array_equal(fy[:, 0], np.asarray(jnp.exp(yy[:, 0]), np.float64))  # XLA's float32 exp
+    assert np.all(np.isfinite(fy))
