@@ -33,10 +33,12 @@ estimate's errors are simulated, the same resampled tail draws serving every can
 candidate with the shortest simulated 95% interval is taken for every fold. Nothing in this looks at a fold's own
 draws (its ``g`` comes from the other folds, the simulation from the tail draws), so given the choice, fold ``k``'s
 error is still the mean of ``n_k`` draws of ``f - g_k`` under ``p``, which the simulation reproduces; and the
-criterion is what the user gets, the interval's length under ``p``, far tail included. (The same simulation
-chooses and reports, so the shortest of several intervals is a little optimistic where candidates are close: over
-600 replications of the Student-t(5)'s independence-sampler chains its ``x_2`` covered 554, one below the band
-[555, 583], against 565 with the choice by held-out error.) The held-out squared error
+criterion is what the user gets, the interval's length under ``p``, far tail included. The errors reported are
+then simulated afresh for the choice alone, from a second, independent resampling stream over the same tail draws:
+the shortest of several simulated intervals is short partly by its own resampling noise (the winner's curse; when
+one simulation chose and reported, over 600 replications of the Student-t(5)'s independence-sampler chains its
+``x_2`` covered 554, one below the band [555, 583], against 565 with the choice by held-out error). The tail draws
+themselves are shared by both streams. The held-out squared error
 cannot see the far tail: measured on ``experiments/diagnostics/control_variates_coverage.py`` (200 replications, the
 same draws), it took degree-4 polynomials for the Beta-Binomial's ``log(a + b)``, whose Stein features grow like its
 cube where no draw is; their simulated intervals were wider than the plain mean's (reported variance reduction
@@ -509,39 +511,55 @@ def _cross_fit_with_safeguard(fit, candidates, choice, rows, v):
     return adjusted
 
 
-def _choose_by_simulation(fit, candidates, competes, rows, v, tail, fy, w, rng):
-    """``(adjusted [n, p], errors [ERROR_DRAWS, p], choice [folds, p])``, or ``None`` where, for some function, no
-    candidate's ``f - g`` is finite at every tail draw and draw. Every candidate is cross-fitted (fold ``k``'s ``g`` on
-    the other folds) and its estimate's errors simulated from the tail draws (module docstring), the same resampled
-    tail draws serving every candidate; per function the candidate (among those where ``competes`` ``[c]``) whose
-    simulated 95% interval is the shortest is taken. Then the safeguard: a fold where the chosen ``g`` adds variance
-    keeps its plain values (candidate 0, the mean), in its draws and in its simulated errors."""
+def _simulate_candidates(fit, candidates, rows, v, tail, fy, w, rng):
+    """``(u_draws [c, n, p], u_tails, sim [ERROR_DRAWS, c, p])``: every candidate cross-fitted (fold ``k``'s ``g`` on the
+    other folds), its adjusted values at the draws, each fold's ``f - g`` at the tail draws (``u_tails[k]`` ``[m, c, p]``,
+    NaN where not finite at every tail draw) and the estimate's simulated errors (module docstring), the same resampled
+    tail draws (from ``rng``) serving every candidate; a candidate's errors are NaN where ``f - g`` is not finite at
+    every tail draw and draw."""
     n, p = v.shape
     everything = np.arange(n)
     u_draws = np.empty((len(candidates), n, p))
-    sim = np.zeros((len(rows), ERROR_DRAWS, len(candidates), p))  # [folds, draws, c, p]: weighted fold errors
+    u_tails = []
+    sim = np.zeros((ERROR_DRAWS, len(candidates), p))
     for k, held in enumerate(rows):
         outs = [fit(cand, np.setdiff1d(everything, held), held, tail) for cand in candidates]
         u_tail = np.stack([fy - o[2] for o in outs], axis=1)  # [m, c, p]
         for c, o in enumerate(outs):
             u_draws[c, held] = v[held] - o[1]
         bad = ~np.all(np.isfinite(u_tail), axis=0)  # [c, p]
-        u_tail = np.where(bad[None], 0.0, u_tail).reshape(u_tail.shape[0], -1)
-        means = _resampled_means(u_tail, w, held.size, rng) - w @ u_tail
-        sim[k] = np.where(bad[None], np.nan, means.reshape(ERROR_DRAWS, len(candidates), p)) * (held.size / n)
-    total = sim.sum(axis=0)
-    ok = np.all(np.isfinite(total), axis=0) & np.all(np.isfinite(u_draws), axis=1)  # [c, p]
-    q_lo, q_hi = np.quantile(np.where(ok[None], total, 0.0), [0.025, 0.975], axis=0)
+        u_tails.append(np.where(bad[None], np.nan, u_tail))
+        flat = np.where(bad[None], 0.0, u_tail).reshape(u_tail.shape[0], -1)
+        means = _resampled_means(flat, w, held.size, rng) - w @ flat
+        sim += np.where(bad[None], np.nan, means.reshape(ERROR_DRAWS, len(candidates), p)) * (held.size / n)
+    return u_draws, u_tails, np.where(np.all(np.isfinite(u_draws), axis=1)[None], sim, np.nan)
+
+
+def _choose_by_simulation(fit, candidates, competes, rows, v, tail, fy, w, rngs):
+    """``(adjusted [n, p], errors [ERROR_DRAWS, p], choice [folds, p])``, or ``None`` where, for some function, no
+    candidate's ``f - g`` is finite at every tail draw and draw. Per function the candidate (among those where
+    ``competes`` ``[c]``) whose simulated 95% interval (:func:`_simulate_candidates`, from ``rngs[0]``) is the shortest
+    is taken. Then the safeguard: a fold where the chosen ``g`` adds variance keeps its plain values (candidate 0, the
+    mean). The errors reported are simulated afresh, from ``rngs[1]``, for the choice alone: the shortest of several
+    noisy intervals is short partly by its own resampling noise (module docstring)."""
+    n, p = v.shape
+    u_draws, u_tails, sim = _simulate_candidates(fit, candidates, rows, v, tail, fy, w, rngs[0])
+    ok = np.all(np.isfinite(sim), axis=0)  # [c, p]
+    q_lo, q_hi = np.quantile(np.where(ok[None], sim, 0.0), [0.025, 0.975], axis=0)
     width = np.where(ok & np.asarray(competes)[:, None], q_hi - q_lo, np.inf)
     if not np.all(np.any(np.isfinite(width), axis=0)):
         return None
     best = np.argmin(width, axis=0)  # [p]
     choice = np.broadcast_to(best, (len(rows), p)).copy()
-    for k, held in enumerate(rows):  # the safeguard
-        choice[k, _adds_variance(u_draws[best, held[:, None], np.arange(p)], v[held])] = 0
     cols = np.arange(p)
+    errors = np.zeros((ERROR_DRAWS, p))
+    for k, held in enumerate(rows):
+        choice[k, _adds_variance(u_draws[best, held[:, None], cols], v[held])] = 0  # the safeguard
+        u = u_tails[k][:, choice[k], cols]  # [m, p]
+        bad = ~np.all(np.isfinite(u), axis=0)
+        u = np.where(bad[None], 0.0, u)
+        errors += np.where(bad[None], np.nan, _resampled_means(u, w, held.size, rngs[1]) - w @ u) * (held.size / n)
     adjusted = np.concatenate([u_draws[choice[k], held[:, None], cols] for k, held in enumerate(rows)])
-    errors = sum(sim[k][:, choice[k], cols] for k in range(len(rows)))
     return adjusted, errors, choice
 
 
@@ -654,8 +672,10 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
         # the plain mean first: the safeguard's fallback, and a competitor only in "auto"
         pool = [("mean", None, None)] + [c for c in candidates if c[0] != "mean"]
         competes = [basis == "auto"] + [True] * (len(pool) - 1)
-        rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())
-        chosen = _choose_by_simulation(fit, pool, competes, rows, v, (y_tail, s_tail), f_tail, w_tail, rng)
+        # two independent resampling streams: one to choose, one for the reported errors
+        seeds = np.random.SeedSequence(np.asarray(jax.random.key_data(key)).ravel().tolist()).spawn(2)
+        chosen = _choose_by_simulation(fit, pool, competes, rows, v, (y_tail, s_tail), f_tail, w_tail,
+                                       [np.random.default_rng(q) for q in seeds])
         if chosen is None:
             intervals = "normal: f - g is not finite at a weighted tail draw"
         else:
@@ -669,8 +689,10 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
         raise FloatingPointError("the chosen control-variate fit is non-finite (the kernel system is singular or the "
                                  "scores overflow): try basis='polynomial', a larger `ridge`, or float64")
     is_iid = not _is_chains(samples, chains) if iid is None else bool(iid)
-    # the chain factor: one tau per function, from its own values, for the estimate and the plain mean (docstring)
-    tau = np.ones(v.shape[1]) if is_iid else np.maximum(_tau(v, chains), 1.0)
+    # the chain factors (module docstring): the plain mean's from f's values; the estimate's the geometric mean of
+    # that and the adjusted values' own
+    tau_f = np.ones(v.shape[1]) if is_iid else np.maximum(_tau(v, chains), 1.0)
+    tau = tau_f if is_iid else np.sqrt(tau_f * np.maximum(_tau(adjusted, chains), 1.0))
     eps = float(np.finfo(np.dtype(x.dtype)).eps)
     in_draws = _at_rounding(adjusted, v, eps)  # f - g constant at the draws; exact: over p as well, below
     exact = in_draws.copy()
@@ -683,7 +705,7 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
         se = np.hypot((q_hi - q_lo) / (2 * _Z95), floor)
     else:
         se = np.hypot(adjusted.std(axis=0, ddof=1) * np.sqrt(tau / n), floor)
-    se_mean = v.std(axis=0, ddof=1) * np.sqrt(tau / n)
+    se_mean = v.std(axis=0, ddof=1) * np.sqrt(tau_f / n)
     best = [np.bincount(choice[:, j], minlength=len(candidates)).argmax() for j in range(v.shape[1])]
     names = tuple(f"{candidates[b][0]}" + (f":{candidates[b][1]}" if candidates[b][1] else "")
                   + (f":h={candidates[b][2]:.3g}" if candidates[b][2] else "") for b in best)
