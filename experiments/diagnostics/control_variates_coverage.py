@@ -286,7 +286,7 @@ def main(argv=None):
         "targets": a.targets, "functions": "x_1, x_2, x_1^2, x_2^2", "draws per replication": a.draws,
         "replications": a.reps, "settings": "iid: exact draws; chain: 4 independence MH chains (t3 proposal, 2 sds) from exact draws; "
         f"nuts: 4 BlackJAX NUTS chains ({a.warmup} window-adaptation steps) from exact draws, not on the mixture",
-        "estimator": "stein_control_variates(basis='auto'): mean, polynomial and polynomial-field bases, cross-fitted over 5 folds; intervals from 2000 estimates simulated with min(4n, 20000) weighted Cauchy tail draws; per function the basis with the shortest simulated interval, its reported errors resampled afresh; chains: the errors times sqrt(tau), tau the geometric mean of n / ESS of f's values and of the adjusted values",
+        "estimator": "stein_control_variates(basis='auto'): mean, polynomial and polynomial-field bases, cross-fitted over 5 folds; intervals from 2000 estimates simulated with min(4n, 20000) weighted Cauchy tail draws; per function the basis with the shortest simulated interval, its reported errors resampled afresh; chains: the errors times sqrt(n / ESS of f's values)",
         "replication seeds": f"fold_in(key(7), r), r = {a.first_rep}, ..., {a.first_rep + a.reps - 1}",
         "calibrated coverage: covering replications within": f"[{lo}, {hi}] (binomial 99%), among those not exact "
         "(cv.exact: f in the basis' span, a rounding bound; a band for fewer replications is printed with them)"})
