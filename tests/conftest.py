@@ -90,6 +90,14 @@ HEAVY = {
     "tests/kernels/test_bandwidth.py::test_subsampled_rule",
     "tests/test_docs.py::test_docs_snippets_run[docs/methods/matrix-svgd.md]",
     "tests/particles/test_matrix_svgd.py::test_mixture_kernel_equals_naive_eq_9_10[False-1.0]",
+    # added at 10m18s wall for the default suite uncontended (`--durations=30`; 10-15 s each): their siblings or
+    # neighbours stay in the default suite (device selection's per-dimension rule, the float32 bandwidths,
+    # unfolding's training and gradients, the host and device medians)
+    "tests/test_platform.py::test_device_selection_equals_host_selection[pairs]",
+    "tests/test_unfold.py::test_incremental_training_follows_algorithm_2",
+    "tests/kernels/test_per_dimension_select.py::test_device_path_counts_past_2_to_31_pairs",
+    "tests/test_edge_numerics.py::test_coincident_particles_get_the_documented_bandwidth[float64-pairs]",
+    "tests/models/test_logistic.py::test_svgd_agrees_with_nuts_on_a_small_problem",
 }
 
 
