@@ -303,8 +303,8 @@ class ControlVariateEstimate(eqx.Module):
             behind :meth:`interval`; ``None`` where the intervals are normal.
         floor: ``[p]`` the standard errors' rounding floor (for an exact fit, also the sd of the folds' means).
         ess: ``[p]`` the effective sample size behind the chain factor, ``n / tau``, of the function's own values
-            (module docstring; at most ``n``, and ``n`` for independent draws). On a heavy tail it is measured where the chains have been, and can be too
-            large for short chains (docs/tools/control-variates.md).
+            (module docstring; at most ``n``, and ``n`` for independent draws). On a heavy tail it is measured where
+            the chains have been, and can be too large for short chains (docs/tools/control-variates.md).
         exact: ``[p]`` whether ``f`` is in the span of the chosen basis (``f - g`` constant up to rounding at the
             draws and, where there are ``error_draws``, over the tail draws): the interval is then a rounding bound,
             not a confidence interval (module docstring).
@@ -519,10 +519,19 @@ def _cross_fit_with_safeguard(fit, candidates, choice, rows, v):
     return adjusted
 
 
+def _fold_errors(u, w, size, n, rng):
+    """``[ERROR_DRAWS, q]`` one fold's simulated errors (module docstring), weighted by its share ``size / n``: means of
+    ``size`` tail draws resampled by ``w`` minus the weighted mean, per column of ``u`` ``[m, q]`` (``f - g`` at the
+    tail draws); NaN in a column that is not finite at every tail draw."""
+    bad = ~np.all(np.isfinite(u), axis=0)
+    u = np.where(bad[None], 0.0, u)
+    return np.where(bad[None], np.nan, _resampled_means(u, w, size, rng) - w @ u) * (size / n)
+
+
 def _simulate_candidates(fit, candidates, rows, v, tail, fy, w, rng):
-    """``(u_draws [c, n, p], u_tails, sim [ERROR_DRAWS, c, p])``: every candidate cross-fitted (fold ``k``'s ``g`` on the
-    other folds), its adjusted values at the draws, each fold's ``f - g`` at the tail draws (``u_tails[k]`` ``[m, c, p]``,
-    NaN where not finite at every tail draw) and the estimate's simulated errors (module docstring), the same resampled
+    """``(u_draws [c, n, p], u_tails, sim [ERROR_DRAWS, c, p])``: every candidate cross-fitted (fold ``k``'s ``g``
+    on the other folds), its adjusted values at the draws, each fold's ``f - g`` at the tail draws (``u_tails[k]``
+    ``[m, c, p]``) and the estimate's simulated errors (module docstring), the same resampled
     tail draws (from ``rng``) serving every candidate; a candidate's errors are NaN where ``f - g`` is not finite at
     every tail draw and draw."""
     n, p = v.shape
@@ -535,11 +544,8 @@ def _simulate_candidates(fit, candidates, rows, v, tail, fy, w, rng):
         u_tail = np.stack([fy - o[2] for o in outs], axis=1)  # [m, c, p]
         for c, o in enumerate(outs):
             u_draws[c, held] = v[held] - o[1]
-        bad = ~np.all(np.isfinite(u_tail), axis=0)  # [c, p]
-        u_tails.append(np.where(bad[None], np.nan, u_tail))
-        flat = np.where(bad[None], 0.0, u_tail).reshape(u_tail.shape[0], -1)
-        means = _resampled_means(flat, w, held.size, rng) - w @ flat
-        sim += np.where(bad[None], np.nan, means.reshape(ERROR_DRAWS, len(candidates), p)) * (held.size / n)
+        u_tails.append(u_tail)
+        sim += _fold_errors(u_tail.reshape(u_tail.shape[0], -1), w, held.size, n, rng).reshape(sim.shape)
     return u_draws, u_tails, np.where(np.all(np.isfinite(u_draws), axis=1)[None], sim, np.nan)
 
 
@@ -563,10 +569,7 @@ def _choose_by_simulation(fit, candidates, competes, rows, v, tail, fy, w, rngs)
     errors = np.zeros((ERROR_DRAWS, p))
     for k, held in enumerate(rows):
         choice[k, _adds_variance(u_draws[best, held[:, None], cols], v[held])] = 0  # the safeguard
-        u = u_tails[k][:, choice[k], cols]  # [m, p]
-        bad = ~np.all(np.isfinite(u), axis=0)
-        u = np.where(bad[None], 0.0, u)
-        errors += np.where(bad[None], np.nan, _resampled_means(u, w, held.size, rngs[1]) - w @ u) * (held.size / n)
+        errors += _fold_errors(u_tails[k][:, choice[k], cols], w, held.size, n, rngs[1])
     adjusted = np.concatenate([u_draws[choice[k], held[:, None], cols] for k, held in enumerate(rows)])
     return adjusted, errors, choice
 
