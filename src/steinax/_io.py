@@ -22,7 +22,7 @@ import socket
 import tempfile
 from typing import Callable
 
-__all__ = ["atomic_write", "check_writable", "atomic_write_csv", "atomic_write_text", "default_file_mode", "remove_orphan_temporaries"]
+__all__ = ["atomic_write", "check_output", "check_writable", "atomic_write_csv", "atomic_write_text", "default_file_mode", "remove_orphan_temporaries"]
 
 
 def default_file_mode() -> int:
@@ -99,6 +99,40 @@ def check_writable(path: str | os.PathLike, size: int = 0) -> None:
         raise _cannot_write(path, exc) from exc
     if free < 2 * size:
         raise OSError(28, f"cannot write {path!r}: {free} bytes free on its disk, about {2 * size} needed")
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` name one file: the same resolved path (symbolic links followed), or, both
+    existing, the same inode (a hard link)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist yet
+        return False
+
+
+def check_output(path: str | os.PathLike, inputs=(), *, name: str = "--out", size: int = 0) -> None:
+    """The one guard of every command that writes: called before any work, it refuses an output that is
+    one of the command's ``inputs`` (the same file under any name: a symbolic or hard link counts), then
+    checks that ``path`` can be written (:func:`check_writable`).
+
+    Args:
+        path: the output file.
+        inputs: the files the command reads (samples, a target module); ``None`` entries are skipped.
+        name: the argument that named ``path``, for the message.
+        size: the bytes the write will need, if known.
+
+    Raises:
+        ValueError: ``path`` is an input (the input is left byte for byte as it was).
+        OSError: ``path`` cannot be written.
+    """
+    path = os.fspath(path)
+    for given in inputs:
+        if given is not None and _same_file(path, os.fspath(given)):
+            raise ValueError(f"`{name}` {path!r} is an input of this command ({os.fspath(given)!r}); writing there "
+                             "would destroy it. Expected a new path")
+    check_writable(path, size)
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from steinax import datasets
-from steinax._io import atomic_write_csv, atomic_write_text
+from steinax._io import atomic_write_csv, atomic_write_text, check_output
 
 __all__ = ["TASKS", "METHODS", "BenchSettings", "run_bench", "summarise"]
 
@@ -318,7 +318,7 @@ def run_bench(
     _check(task, names, methods, seeds)
     s = settings or (QUICK if quick else DEFAULTS)[task]
     results_path = os.path.join(out_dir, "results.csv")
-    os.makedirs(out_dir, exist_ok=True)
+    check_output(results_path, name="out_dir")  # before any job: a read-only folder fails now, not after the first
     done = {_row_key(r) for r in _read_rows(results_path)}
     jobs = [(d, m, k) for d in names for m in methods for k in range(seeds)
             if (task, d, m, str(k), s.key(m)) not in done]

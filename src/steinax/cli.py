@@ -57,6 +57,10 @@ def demo(args) -> int:
                   file=sys.stderr)
             return 2
         methods = {m: methods[m] for m in names}
+    if args.out:
+        from steinax._io import check_output
+
+        check_output(args.out, name="--out")  # before the runs: a figure that cannot be written fails now
     key = jax.random.key(args.seed)
     print(
         f"steinax demo: {n} particles from N(0, I), {steps} steps, AdaGrad-momentum (Liu & Wang) lr {args.lr}, "
@@ -204,8 +208,44 @@ def ksd_command(args) -> int:
     return 0
 
 
+def _timed_demo(args) -> int:
+    t0 = time.perf_counter()
+    code = demo(args)
+    print(f"total {time.perf_counter() - t0:.1f} s")
+    return code
+
+
+def _target_file(spec: str) -> str | None:
+    """The file ``--target`` names (``file.py:f``) or the module's source file (``module:f``), if any:
+    an input an output must not overwrite. Found without importing the module."""
+    import importlib.util
+
+    module_name = spec.rsplit(":", 1)[0] if ":" in spec else spec
+    if module_name.endswith(".py"):
+        return module_name
+    try:
+        found = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError):
+        return None
+    return getattr(found, "origin", None) if found is not None else None
+
+
+def _guard_outputs(args, inputs) -> None:
+    """Every output path of a command, checked before any work: none is an input or another output, each
+    can be written (``steinax._io.check_output``)."""
+    from steinax._io import _same_file, check_output
+
+    outputs = [(flag, path) for flag, path in (("--out", getattr(args, "out", None)),
+                                               ("--draws", getattr(args, "draws", None))) if path]
+    for i, (flag, path) in enumerate(outputs):
+        check_output(path, inputs, name=flag)
+        for other_flag, other in outputs[:i]:
+            if _same_file(path, other):
+                raise ValueError(f"`{flag}` and `{other_flag}` name the same file {path!r}; expected two paths")
+
+
 def thin_command(args) -> int:
-    """``steinax thin``: Stein thinning of a samples file; the picks' indices (and draws) to ``--out``."""
+    """``steinax thin``: Stein thinning of a samples file; the picks' indices to ``--out``, the draws to ``--draws``."""
     import jax
 
     if args.float64:
@@ -215,8 +255,11 @@ def thin_command(args) -> int:
     from steinax._io import atomic_write_csv
     from steinax.diagnostics import load_samples, stein_thinning
 
-    target = _import_target(args.target)
+    _guard_outputs(args, [args.samples, _target_file(args.target)])
     csv_input = args.samples.lower().endswith(".csv")
+    if args.draws:
+        _draws_format(args.draws, args.samples)
+    target = _import_target(args.target)
     samples = load_samples(args.samples, args.var_names if csv_input else None)
     pre = args.preconditioner
     try:
@@ -233,7 +276,69 @@ def thin_command(args) -> int:
             {"pick": t, "index": int(i), "chain": int(ci), "draw": int(di), "ksd_squared": float(k)}
             for t, (i, ci, di, k) in enumerate(zip(np.asarray(res.indices), c, d, np.asarray(res.ksd)))])
         print(f"picks written to {args.out} (index: row of the draws laid chain after chain)")
+    if args.draws:
+        _write_draws(args.draws, samples, res, None if csv_input else args.var_names)
+        print(f"the {res.indices.shape[0]} thinned draws written to {args.draws}")
     return 0
+
+
+_DRAW_FORMATS = (".npy", ".csv", ".nc")
+
+
+def _draws_format(path: str, samples_path: str) -> str:
+    """``--draws``' format from its suffix; NetCDF only from a NetCDF input (it keeps the input's variables)."""
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in _DRAW_FORMATS:
+        raise ValueError(f"`--draws` must end in one of {_DRAW_FORMATS}; received {path!r}")
+    if ext == ".nc" and os.path.splitext(samples_path)[1].lower() not in (".nc", ".netcdf", ".h5"):
+        raise ValueError(f"`--draws` {path!r}: NetCDF output needs a NetCDF input (its variables); received "
+                         f"{samples_path!r}. Expected a .npy or .csv path")
+    return ext
+
+
+def _write_draws(path: str, samples, res, var_names) -> None:
+    """The picked draws, in the input's own coordinates (constrained for a model's named draws), atomically.
+
+    ``.npy``: ``[m, d]``; ``.csv``: a header (``x0, x1, ...``, or the variables' names) and ``m`` rows;
+    ``.nc``: an ArviZ DataTree whose posterior is the picks as one chain (source chain and draw as coordinates)."""
+    import numpy as np
+
+    from steinax._io import atomic_write, atomic_write_csv
+    from steinax.diagnostics.quality import _is_tree, as_sample_array
+
+    ext = os.path.splitext(path)[1].lower()
+    if ext == ".nc":
+        import xarray as xr
+
+        picked = res.to_datatree(samples, group="thinned")["thinned"]
+        atomic_write(path, lambda tmp: xr.DataTree.from_dict({"posterior": picked.to_dataset()}).to_netcdf(
+            tmp, engine="h5netcdf"))
+        return
+    rows = as_sample_array(samples, var_names)[np.asarray(res.indices)]
+    if ext == ".npy":
+        def write(tmp):
+            with open(tmp, "wb") as f:
+                np.save(f, rows)
+
+        atomic_write(path, write)
+        return
+    names = _column_names(samples, var_names, rows.shape[1]) if _is_tree(samples) else [
+        f"x{j}" for j in range(rows.shape[1])]
+    atomic_write_csv(path, [dict(zip(names, map(float, r))) for r in rows], names)
+
+
+def _column_names(tree, var_names, d: int) -> list[str]:
+    """``name`` or ``name[i,j]`` per flattened column of a DataTree's posterior variables (the reader's order)."""
+    import numpy as np
+
+    from steinax.diagnostics.quality import _site_dict
+
+    sites, _ = _site_dict(tree)
+    names = []
+    for v in (list(sites) if var_names is None else list(var_names)):
+        shape = np.shape(sites[v])[1:]
+        names += [v] if not shape else [f"{v}[{','.join(map(str, i))}]" for i in np.ndindex(*shape)]
+    return names if len(names) == d else [f"x{j}" for j in range(d)]
 
 
 def _block_length(value: str):
@@ -364,6 +469,9 @@ def main(argv=None) -> int:
                         help="do not divide coordinates by their mean absolute deviation first")
     p_thin.add_argument("--var-names", nargs="+", default=None, help="posterior variables of a NetCDF file, in order")
     p_thin.add_argument("--out", default=None, help="CSV of the picks: pick, index, chain, draw, squared KSD so far")
+    p_thin.add_argument("--draws", default=None,
+                        help="the thinned draws themselves: .npy ([m, d]), .csv, or .nc (from a NetCDF input: its "
+                             "variables, one chain)")
     p_thin.add_argument("--float64", action="store_true", help="compute in float64")
     p_bench = sub.add_parser("bench", help="benchmark tables: methods x datasets x seeds (BNN regression, logistic regression)")
     p_bench.add_argument("task", choices=["bnn", "blr", "posteriors"],
@@ -396,12 +504,7 @@ def main(argv=None) -> int:
 
         print(__version__)
         return 0
-    if args.command == "demo":
-        t0 = time.perf_counter()
-        code = demo(args)
-        print(f"total {time.perf_counter() - t0:.1f} s")
-        return code
-    commands = {"ksd": ksd_command, "thin": thin_command, "bench": bench_command}
+    commands = {"demo": _timed_demo, "ksd": ksd_command, "thin": thin_command, "bench": bench_command}
     if args.command in commands:
         try:
             return commands[args.command](args)

@@ -274,9 +274,11 @@ class Thinning(eqx.Module):
     def summary(self) -> str:
         m = int(self.indices.shape[0])
         distinct = int(np.unique(np.asarray(self.indices)).size)
-        return (f"Stein thinning: {m} of {self.n} draws ({distinct} distinct; {self.chains} chain(s)); kernel IMQ(1, "
-                f"-1/2), preconditioner {self.preconditioner!r}, standardize={self.standardize}; squared KSD of the "
-                f"thinned set {float(self.ksd[-1]):.4g} (after 1 pick {float(self.ksd[0]):.4g})")
+        space = "coordinates divided by their mean absolute deviation" if self.standardize else "raw coordinates"
+        return (f"Stein thinning: {m} of {self.n} draws ({distinct} distinct; {self.chains} chain(s)); squared KSD of "
+                f"the thinned set {float(self.ksd[-1]):.4g} (after 1 pick {float(self.ksd[0]):.4g}) in the thinning's "
+                f"own kernel: IMQ(1, -1/2) in the metric {self.preconditioner!r} on {space}. Not comparable with "
+                "`steinax ksd` / sample_quality, whose IMQ kernels act on the raw coordinates")
 
     def __str__(self) -> str:
         return self.summary()

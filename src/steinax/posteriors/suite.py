@@ -222,10 +222,11 @@ FIELDS = ("posterior", "d", "method", "seed", "settings", "status", "wall_s", "s
 
 def run_suite(names, methods, seeds, out_dir, settings: SuiteSettings = SuiteSettings(), log=print) -> list[dict]:
     """Every (posterior, method, seed) not yet in ``out_dir/results.csv``; then ``summary.md``. Returns all rows."""
+    from steinax._io import check_output
     from steinax.bench import _append_row, _read_rows
 
-    os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "results.csv")
+    check_output(path, name="out_dir")  # before any run: a folder that cannot be written fails now
     done = {(r["posterior"], r["method"], str(r["seed"]), r["settings"]) for r in _read_rows(path)}
     for name in names:
         for method in methods:
