@@ -41,6 +41,7 @@ more times its own minimum (after the first tenth of the run) also warns (:func:
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import jax
@@ -156,7 +157,8 @@ def run_until_converged(method, target, particles, *, rng_key, optimizer=None, m
     Returns the :class:`~steinax.RunResult` of the whole run (its trace joined across segments) with
     ``converged``, ``convergence`` (``{"steps", "delta", "learning_rate"}``) filled in.
     """
-    from steinax.particles.run import RunResult, _positive_int, run
+    from steinax.particles.interrupt import interrupt_scope
+    from steinax.particles.run import RunInterrupted, RunResult, _positive_int, run
 
     max_steps = _positive_int(max_steps, "max_steps")
     check_every = _positive_int(check_every, "check_every")
@@ -172,25 +174,37 @@ def run_until_converged(method, target, particles, *, rng_key, optimizer=None, m
             warnings.simplefilter("ignore", ConvergenceWarning)
             return run(method, target, x0, steps=check_every, optimizer=optimizer, rng_key=key, **kwargs)
 
-    result = segment_run(particles, jax.random.fold_in(rng_key, 0), **run_kwargs)
-    traces, wall, delta = [result.trace], result.wall_time, np.inf
+    traces, wall = [], 0.0
     before = _moments(particles if particles is not None else run_kwargs["initial_state"].particles)
-    after = _moments(result.particles)
-    segment = 1
-    while True:
-        delta = moment_change(before, after)
-        if delta < tol or segment * check_every >= max_steps:
-            break
-        state = result.state
-        if _plateaued(result.trace.ksd):
-            state = _halve_learning_rate(state, MIN_LEARNING_RATE_FACTOR * DEFAULT_LEARNING_RATE)
-        kwargs = {**run_kwargs, "initial_state": state}
-        result = segment_run(None, jax.random.fold_in(rng_key, segment), **kwargs)
-        traces.append(result.trace[1:])  # its first record repeats the previous segment's last
-        wall += result.wall_time
-        before, after = after, _moments(result.particles)
-        segment += 1
-    trace = jax.tree_util.tree_map(lambda *a: jnp.concatenate(a), *traces)
+
+    def joined(result, first):  # the whole run so far: every segment's trace once, wall time summed
+        traces.append(result.trace if first else result.trace[1:])  # a segment's first record repeats the last one's
+        return jax.tree_util.tree_map(lambda *a: jnp.concatenate(a), *traces), wall + result.wall_time
+
+    with interrupt_scope():  # one Ctrl-C scope for every segment and for the host work between them
+        segment, state = 0, None
+        while True:
+            kwargs = run_kwargs if state is None else {**run_kwargs, "initial_state": state}
+            try:
+                result = segment_run(particles if state is None else None, jax.random.fold_in(rng_key, segment),
+                                     **kwargs)
+            except RunInterrupted as err:  # the whole run's result and its global step, not the segment's
+                trace, wall = joined(err.result, segment == 0)
+                partial = dataclasses.replace(err.result, trace=trace, wall_time=wall)
+                raise RunInterrupted(
+                    f"interrupted (Ctrl-C) after step {err.step} of a run until settled (at most {max_steps} steps); "
+                    "`err.result` holds the particles there (resume with steps=None, initial_state=err.result.state)",
+                    err.step, partial) from None
+            trace, wall = joined(result, segment == 0)
+            segment += 1
+            after = _moments(result.particles)
+            delta = moment_change(before, after)
+            if delta < tol or segment * check_every >= max_steps:
+                break
+            state = result.state
+            if _plateaued(result.trace.ksd):
+                state = _halve_learning_rate(state, MIN_LEARNING_RATE_FACTOR * DEFAULT_LEARNING_RATE)
+            before = after
     hyper = getattr(result.state.opt_state, "hyperparams", {})
     lr = float(hyper["learning_rate"]) if isinstance(hyper, dict) and "learning_rate" in hyper else None
     converged = delta < tol

@@ -25,14 +25,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import itertools
 import math
 import os
 import re
-import signal
-import threading
 import sys
 import time
 
@@ -50,6 +47,7 @@ from steinax.checkpoint import (CheckpointMismatchError, computation_fingerprint
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel
 from steinax.particles.base import AbstractParticleMethod, ParticleState
 from steinax.particles.converge import particle_moments, settle_window_start
+from steinax.particles.interrupt import INTERRUPT_CHECK_EVERY, interrupt_scope, interrupted
 from steinax.particles.optim import refuse_value_optimizers
 from steinax.stein.ksd import ksd
 from steinax.targets.base import as_target, check_target, evaluate
@@ -181,32 +179,9 @@ def _diagnostics(target, diag_kernel, particles, key, ksd_block):
     return ksd(particles, scores, diag_kernel, "v", block_size=block)
 
 
-_INTERRUPTED: set[int] = set()
-_WAKEUP: dict[int, int] = {}  # run id -> the read end of the pipe Python's C signal handler writes to
-INTERRUPT_CHECK_EVERY = 100  # steps between two looks at Ctrl-C from inside the compiled loop
-
-
-def _interrupted(run_id) -> np.ndarray:
-    """Called from inside the compiled loop (an XLA thread): has Ctrl-C been pressed during run ``run_id``?
-
-    The main thread is inside XLA while the loop runs, so Python's own SIGINT handler cannot run
-    until the loop returns; the C-level handler, though, writes the signal number to the wakeup
-    pipe at once (``signal.set_wakeup_fd``), and this reads it.
-    """
-    run_id = int(run_id)
-    fd = _WAKEUP.get(run_id)
-    if fd is not None and run_id not in _INTERRUPTED:
-        try:
-            if signal.SIGINT in os.read(fd, 512):
-                _INTERRUPTED.add(run_id)
-        except (BlockingIOError, OSError):
-            pass
-    return np.asarray(run_id in _INTERRUPTED)
-
-
 @eqx.filter_jit
-def _loop(method, target, optimizer, diag_kernel, state, rng_key, run_id, n_chunks, every, remainder, ksd_block, progress,
-          interruptible, snapshot, window_start):
+def _loop(method, target, optimizer, diag_kernel, state, rng_key, run_id, interrupt_id, n_chunks, every, remainder,
+          ksd_block, progress, interruptible, snapshot, window_start):
     key_steps, key_diag = jax.random.split(rng_key)
 
     def step_of(state):
@@ -229,7 +204,7 @@ def _loop(method, target, optimizer, diag_kernel, state, rng_key, run_id, n_chun
             # round-trip and Ctrl-C is seen between segments (the host's loop below)
             stopped = stopped | on_cpu_else(
                 lambda: jax.lax.cond(
-                    look, lambda: jax.pure_callback(_interrupted, jax.ShapeDtypeStruct((), jnp.bool_), run_id),
+                    look, lambda: jax.pure_callback(interrupted, jax.ShapeDtypeStruct((), jnp.bool_), interrupt_id),
                     lambda: jnp.asarray(False)),
                 lambda: jnp.asarray(False))
         return (state, failed, stopped), info
@@ -266,47 +241,6 @@ def _take_snapshot(snapshot, state, window_start):
     take = state.step <= window_start
     new = (state.step, *particle_moments(state.particles))
     return jax.tree_util.tree_map(lambda a, b: jnp.where(take, a, b), new, snapshot)
-
-
-class _SigintToFlag:
-    """During a run, Ctrl-C asks the compiled loop to stop (it looks every ``INTERRUPT_CHECK_EVERY`` steps, see
-    :func:`_interrupted`) instead of raising when the loop returns, after the whole segment. Main thread only
-    (the only one Python delivers signals to); the previous handler and wakeup descriptor are restored."""
-
-    def __init__(self, run_id):
-        self.run_id = run_id
-        self.previous = None
-        self.pipe = None
-
-    def __enter__(self):
-        if threading.current_thread() is not threading.main_thread():
-            return self
-        read, write = os.pipe()
-        os.set_blocking(read, False)
-        os.set_blocking(write, False)
-        try:
-            self.old_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
-        except ValueError:  # pragma: no cover - not the main thread of the main interpreter
-            os.close(read)
-            os.close(write)
-            return self
-        self.pipe = (read, write)
-        _WAKEUP[self.run_id] = read
-        self.previous = signal.signal(signal.SIGINT, self._handle)
-        return self
-
-    def _handle(self, signum, frame):  # Python's handler: runs only when the main thread is back in Python
-        _INTERRUPTED.add(self.run_id)
-
-    def __exit__(self, *exc):
-        _INTERRUPTED.discard(self.run_id)
-        _WAKEUP.pop(self.run_id, None)
-        if self.pipe is not None:
-            signal.set_wakeup_fd(self.old_fd)
-            signal.signal(signal.SIGINT, self.previous)
-            for fd in self.pipe:
-                os.close(fd)
-        return False
 
 
 @eqx.filter_jit
@@ -525,22 +459,26 @@ def run(
     snapshot = (state.step, *particle_moments(state.particles))
     interruptible = getattr(method, "mesh", None) is None  # a host callback would run on every device of a mesh
     try:
-        sigint = _SigintToFlag(run_id) if interruptible else contextlib.nullcontext()
-        with sigint:
+        with interrupt_scope() as scope:  # joins the scope of an enclosing run (steps=None): one Ctrl-C for all
             while int(state.step) < end_step and failed < 0 and not stopped:
+                if scope.requested:  # pressed during compilation, or between the segments of an enclosing run
+                    stopped = True
+                    break
                 segment = min(checkpoint_every, end_step - int(state.step))
                 n_chunks, remainder = divmod(segment, trace_every)
                 out = _loop(
-                    method, target, optimizer, diag_kernel, state, rng_key, jnp.asarray(run_id),
+                    method, target, optimizer, diag_kernel, state, rng_key, jnp.asarray(run_id), jnp.asarray(scope.id),
                     n_chunks, trace_every, remainder, ksd_layout, bar is not None, interruptible,
                     snapshot, jnp.asarray(window_start, state.step.dtype),
                 )
                 jax.block_until_ready(out)
                 state, failed, stopped, rec, snapshot = out
-                failed, stopped = int(failed), bool(stopped) or run_id in _INTERRUPTED
+                failed, stopped = int(failed), bool(stopped) or scope.requested
                 trace = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]), trace, Trace(*rec))
                 if checkpoint is not None and failed < 0 and not stopped:
                     _save_run(checkpoint, state, trace, rng_key, fingerprint, end_step, probe)
+            stopped = stopped or (failed < 0 and scope.requested)
+            scope.honoured = stopped
         if bar is not None:
             jax.effects_barrier()
     finally:
