@@ -327,3 +327,22 @@ def test_bad_input(tmp_path, key):
     listing.write_text("[1, 2]")
     with pytest.raises(ValueError, match="found None"):
         unfold.load_schedule(listing)
+
+
+@pytest.mark.parametrize("train", [unfold.train_dusvgd, unfold.train_chebyshev])
+def test_a_resume_with_another_optimizer_is_refused_by_behaviour(train, tmp_path, key):
+    """Was: a checkpoint of Adam(0.05) resumed under Adam(0.5) returned the 0.05 schedule bit for bit, nothing trained
+    (optax keeps hyperparameters in closures: the state's structure is the same). Now the optimizer's update at steps
+    0 to 10^6 is stored and compared: another learning rate, or a schedule that differs only after step 0, is named."""
+    import steinax.checkpoint as ckpt
+
+    target, problem = _gmm_problem(n=10, m=20, dtype=jnp.float32)
+    common = dict(target=target, batch_size=2, rng_key=key, epochs=2)
+    path = tmp_path / "train.npz"
+    train(problem, unfold.mmd_loss(), 2, **common, optimizer=optax.adam(optax.constant_schedule(0.05)), checkpoint=path)
+    later = optax.piecewise_constant_schedule(0.05, {100: 0.1})  # equal to 0.05 until step 100
+    for other in (optax.adam(optax.constant_schedule(0.5)), optax.adam(later)):
+        with pytest.raises(ckpt.CheckpointMismatchError, match="the optimizer's update at steps 0 to 10"):
+            train(problem, unfold.mmd_loss(), 2, **common, optimizer=other, checkpoint=path)
+    # the same optimizer, rebuilt: resumed (a finished file returns its schedule)
+    train(problem, unfold.mmd_loss(), 2, **common, optimizer=optax.adam(optax.constant_schedule(0.05)), checkpoint=path)

@@ -40,7 +40,8 @@ import numpy as np
 from steinax._io import atomic_write
 
 __all__ = ["CheckpointMismatchError", "FORMAT", "save_checkpoint", "load_checkpoint", "read_meta", "fingerprint_tree",
-           "computation_fingerprint"]
+           "computation_fingerprint", "optimizer_signature", "update_from", "compare_behaviour", "PROBE_COUNTS",
+           "OPTIMIZER_LABELS"]
 
 FORMAT = "steinax-checkpoint/1"
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -93,6 +94,74 @@ def computation_fingerprint(method, target, opt_state, rng_key) -> dict:
         "rng_key": fingerprint_tree(rng_key),
         "x64_mode": bool(jax.config.jax_enable_x64),
     }
+
+
+PROBE_COUNTS = (0, 1, 2, 3, 10, 30, 100, 300, 1000, 3000, 10**4, 3 * 10**4, 10**5, 10**6)
+"""Step counts at which :func:`optimizer_signature` asks an optimizer for its update."""
+
+
+def _at_count(opt_state, count):
+    """``opt_state`` with every integer scalar leaf (optax's step counters) set to ``count``."""
+    import jax.numpy as jnp
+
+    return jax.tree_util.tree_map(
+        lambda a: jnp.full_like(a, count) if hasattr(a, "dtype") and jnp.ndim(a) == 0 and
+        jnp.issubdtype(a.dtype, jnp.integer) else a, opt_state)
+
+
+def _probe_gradient(params):
+    import jax.numpy as jnp
+
+    return jax.tree_util.tree_map(lambda p: jnp.cos(p) - 0.5, params)
+
+
+def optimizer_signature(optimizer, params):
+    """How ``optimizer`` behaves, for every resumable loop (:func:`steinax.run`, the unfolding trainers,
+    :func:`steinax.sampling_algorithm`): its update of the fixed gradient ``cos(params) - 0.5`` from a fresh
+    state whose step counters read each of :data:`PROBE_COUNTS` (stacked on a leading axis). Another learning
+    rate, or a schedule that differs at any of those steps, gives another signature; optax keeps its
+    hyperparameters in closures, so no hash can see them, but behaviour can. Traceable."""
+    import jax.numpy as jnp
+
+    gradient, fresh = _probe_gradient(params), optimizer.init(params)
+    updates = [optimizer.update(gradient, _at_count(fresh, c), params)[0] for c in PROBE_COUNTS]
+    return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *updates)
+
+
+def update_from(optimizer, params, opt_state):
+    """``optimizer``'s update of the probe gradient from ``opt_state`` itself: stored with a checkpoint and
+    recomputed from the loaded state on resume, it checks the optimizer at the very step a loop resumes at."""
+    return optimizer.update(_probe_gradient(params), opt_state, params)[0]
+
+
+OPTIMIZER_LABELS = {"update": "the optimizer's update at steps 0 to 10^6 (its learning rate or schedule)",
+                    "resume_update": "the optimizer's update at the step resumed from (its schedule there)"}
+
+
+def compare_behaviour(stored: dict, now: dict, labels: dict) -> list[str]:
+    """The entries of ``labels`` (name -> what it measures) whose arrays differ between ``stored`` and ``now``
+    by more than rounding (16 ulp of the dtype, relative to the largest stored magnitude), as sentences;
+    missing entries are skipped."""
+    import jax.numpy as jnp
+
+    diffs = []
+    for name, label in labels.items():
+        if stored.get(name) is None or now.get(name) is None:
+            continue
+        a_leaves, b_leaves = jax.tree_util.tree_leaves(stored[name]), jax.tree_util.tree_leaves(now[name])
+        for a, b in zip(a_leaves, b_leaves):
+            eps = float(jnp.finfo(jnp.result_type(b)).eps) if jnp.issubdtype(jnp.result_type(b), jnp.floating) else 0
+            a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+            scale = max(1.0, float(np.nanmax(np.abs(a), initial=0.0)))
+            if a.shape != b.shape or not np.allclose(a, b, rtol=16 * eps, atol=16 * eps * scale, equal_nan=True):
+                gap = (f"max |difference| {float(np.nanmax(np.abs(a - b)))}" if a.shape == b.shape
+                       else f"shape {a.shape} vs {b.shape}")
+                diffs.append(f"{label} differs ({gap})")
+                break
+        else:
+            if len(a_leaves) != len(b_leaves):
+                diffs.append(f"{label} differs (another structure)")
+    return diffs
 
 
 def save_checkpoint(path: str | os.PathLike, trees: dict, meta: dict) -> None:

@@ -484,12 +484,31 @@ def _bar(progress, total, desc):
 
 def _training_fingerprint(name, params, stages, epochs, batch_size, method, target, opt_state, rng_key) -> dict:
     """What must match for a checkpoint to be resumed: the trainer, its settings, the initial parameters, the
-    method and target (as pytrees), the optimizer state's structure and the key. ``problems``, ``loss`` and the
-    optimizer's hyperparameters are functions and cannot be compared (the docstrings say so)."""
+    method and target (as pytrees), the optimizer state's structure and the key; the optimizer's hyperparameters by
+    behaviour (:func:`_check_training_probe`). ``problems`` and ``loss`` are functions and cannot be compared (the
+    docstrings say so)."""
     from steinax.checkpoint import computation_fingerprint, fingerprint_tree
 
     return {"kind": name, "stages": list(map(int, stages)), "epochs": int(epochs), "batch_size": int(batch_size),
             "initial": fingerprint_tree(params), **computation_fingerprint(method, target, opt_state, rng_key)}
+
+
+def _check_training_probe(path, stored_leaves, signature, resume_update) -> None:
+    """Refuse a trainer's checkpoint written with another optimizer (its learning rate or schedule), by behaviour:
+    :func:`steinax.checkpoint.optimizer_signature` and the update from the stored state."""
+    from steinax.checkpoint import OPTIMIZER_LABELS, CheckpointMismatchError, compare_behaviour
+
+    now = {"resume_update": resume_update, "update": signature}  # a dict's leaves flatten in key order
+    counts = [len(jax.tree_util.tree_leaves(now[k])) for k in sorted(now)]
+    if len(stored_leaves) != sum(counts):
+        raise CheckpointMismatchError(f"checkpoint {path!r} holds no optimizer probe (written by another version); use "
+                                      "another path or delete it")
+    stored = {"resume_update": stored_leaves[:counts[0]], "update": stored_leaves[counts[0]:]}
+    diffs = compare_behaviour(stored, {k: jax.tree_util.tree_leaves(v) for k, v in now.items()}, OPTIMIZER_LABELS)
+    if diffs:
+        raise CheckpointMismatchError(f"checkpoint {path!r} was written by a training with another optimizer and is not "
+                                      "resumed: " + "; ".join(diffs) + ". Use another checkpoint path, or delete the "
+                                      "file to start afresh.")
 
 
 def _check_checkpoint_args(checkpoint, checkpoint_every):
@@ -509,7 +528,7 @@ def _train(params, to_steps, T, stages, problems, loss, *, method, target, epoch
     resumed from there when the file exists and was written by the same training (fingerprint): the resumed
     loop draws the same keys, so it returns what an uninterrupted one returns.
     """
-    from steinax.checkpoint import load_checkpoint, save_checkpoint
+    from steinax.checkpoint import load_checkpoint, optimizer_signature, save_checkpoint, update_from
 
     sample = _problem_sampler(problems)
     key_check, rng_key = jax.random.split(rng_key)
@@ -537,17 +556,21 @@ def _train(params, to_steps, T, stages, problems, loss, *, method, target, epoch
     if checkpoint is not None:
         fingerprint = _training_fingerprint(name, params, stages, epochs, batch_size, method, target, opt_state,
                                             rng_key)
+        signature = optimizer_signature(optimizer, params)  # at the initial parameters, as stored
         if os.path.exists(checkpoint):
             trees, meta = load_checkpoint(checkpoint, {"params": params, "opt_state": opt_state, "rng_key": rng_key,
-                                                       "losses": None, "stage_of": None}, fingerprint)
+                                                       "losses": None, "stage_of": None, "probe": None}, fingerprint)
             params, opt_state, rng_key = trees["params"], trees["opt_state"], trees["rng_key"]
+            _check_training_probe(checkpoint, trees["probe"], signature, update_from(optimizer, params, opt_state))
             losses = [float(v) for v in np.asarray(trees["losses"][0]).ravel()] if trees["losses"] else []
             stage_of = [int(v) for v in np.asarray(trees["stage_of"][0]).ravel()] if trees["stage_of"] else []
             done, elapsed = int(meta["epochs_done"]), float(meta["seconds"])
 
     def save(count, seconds):
+        probe = {"update": signature, "resume_update": update_from(optimizer, params, opt_state)}
         save_checkpoint(checkpoint, {"params": params, "opt_state": opt_state, "rng_key": rng_key,
-                                     "losses": np.asarray(losses, np.float64), "stage_of": np.asarray(stage_of, np.int64)},
+                                     "losses": np.asarray(losses, np.float64), "stage_of": np.asarray(stage_of, np.int64),
+                                     "probe": probe},
                         dict(fingerprint, epochs_done=count, seconds=seconds))
 
     bar = _bar(progress, total, name)
@@ -626,8 +649,10 @@ def train_dusvgd(
         checkpoint: a file path: the training state is saved there every ``checkpoint_every`` epochs and
             at the end (atomically, :mod:`steinax.checkpoint`), and a call with the same arguments
             resumes from it and returns what an uninterrupted call returns. The fingerprint compares
-            the settings, initial values, method, target, optimizer state and key; ``problems``,
-            ``loss`` and the optimizer's hyperparameters are functions and are not compared (use a
+            the settings, initial values, method, target, optimizer state and key, and the optimizer's
+            behaviour (its update at steps 0 to 10^6 and at the epoch resumed from:
+            :func:`steinax.checkpoint.optimizer_signature`; another learning rate or schedule is
+            refused, naming it); ``problems`` and ``loss`` are functions and are not compared (use a
             new path when changing them). A finished training's file returns its schedule at once.
         checkpoint_every: epochs between saves.
 

@@ -158,7 +158,7 @@ def test_an_edited_log_density_or_optimizer_is_refused_by_behaviour(tmp_path):
     go(make(1.0), optax.sgd(0.1))
     with pytest.raises(CheckpointMismatchError, match="the target's log-density differs"):
         go(make(1.5), optax.sgd(0.1), steps=20)
-    with pytest.raises(CheckpointMismatchError, match=r"the optimizer's update \(its hyperparameters"):
+    with pytest.raises(CheckpointMismatchError, match=r"the optimizer's update at steps 0 to 10\^6 \(its learning rate"):
         go(make(1.0), optax.sgd(0.5), steps=20)
     path.unlink()
     go(make(1.0), steinax.adagrad_momentum(0.1))
@@ -264,3 +264,56 @@ def test_fingerprint_of_a_function_leaf_holds_no_memory_address():
     assert a is not b and repr(a) != repr(b)  # two objects at two addresses
     assert fingerprint_tree(a) == fingerprint_tree(b)
     assert fingerprint_tree(_logp) != fingerprint_tree(a)
+
+
+def test_resume_refuses_a_new_x0_and_a_later_schedule_and_extends_with_the_stored_spacing(tmp_path):
+    """Was: a new ``x0`` of the same shape was ignored on resume without a word; an optax schedule that differs only
+    after step 0 resumed silently (the probe was one update at step 0); extending a 1000-step run to 5000 steps was
+    refused for a trace spacing (a default of ``steps``) the user never chose."""
+    import optax
+
+    from steinax.checkpoint import CheckpointMismatchError
+
+    logp = lambda x: -0.5 * jnp.sum(x * x)  # noqa: E731
+    x0 = jax.random.normal(jax.random.key(0), (20, 2))
+    path = tmp_path / "run.npz"
+    common = dict(rng_key=jax.random.key(1), progress=False, checkpoint=path)
+    constant = optax.sgd(optax.constant_schedule(0.05))
+    first = steinax.run(steinax.svgd(), logp, x0, steps=1000, optimizer=constant, **common)
+    with pytest.raises(CheckpointMismatchError, match="initial_particles"):
+        steinax.run(steinax.svgd(), logp, x0 + 1.0, steps=1000, optimizer=constant, **common)
+    later = optax.piecewise_constant_schedule(0.05, {3000: 0.1})  # equal to 0.05 until step 3000
+    with pytest.raises(CheckpointMismatchError, match="the optimizer's update at steps 0 to 10"):
+        steinax.run(steinax.svgd(), logp, x0, steps=5000, optimizer=optax.sgd(later), **common)
+    longer = steinax.run(steinax.svgd(), logp, x0, steps=5000, optimizer=constant, **common)
+    plain = steinax.run(steinax.svgd(), logp, x0, steps=5000, optimizer=constant, rng_key=jax.random.key(1),
+                        progress=False, trace_every=20)
+    np.testing.assert_array_equal(np.asarray(longer.particles), np.asarray(plain.particles))
+    np.testing.assert_array_equal(np.asarray(longer.trace.step), np.asarray(plain.trace.step))
+    assert int(first.trace.step[1]) == 20 == int(longer.trace.step[-1] - longer.trace.step[-2])
+
+
+def test_initial_state_takes_a_run_result_and_the_init_step_pair_refuses_another_optimizer():
+    """Was: ``initial_state=result`` (a RunResult) raised AttributeError; ``sampling_algorithm(...).step`` with a state
+    of another optimizer raised a raw AttributeError 8 frames inside optax."""
+    import optax
+
+    logp = lambda x: -0.5 * jnp.sum(x * x)  # noqa: E731
+    x0 = jax.random.normal(jax.random.key(0), (20, 2))
+    res = steinax.run(steinax.svgd(), logp, x0, steps=10, optimizer=optax.sgd(0.1), rng_key=jax.random.key(1))
+    more = steinax.run(steinax.svgd(), logp, initial_state=res, steps=10, optimizer=optax.sgd(0.1), rng_key=jax.random.key(1))
+    assert int(more.state.step) == 20
+    with pytest.raises(ValueError, match="both given and differ"):
+        steinax.run(steinax.svgd(), logp, x0 + 1, initial_state=res, steps=10, optimizer=optax.sgd(0.1),
+                    rng_key=jax.random.key(1))
+    with pytest.raises(TypeError, match="`initial_state` must be a ParticleState"):
+        steinax.run(steinax.svgd(), logp, initial_state=x0, steps=10, rng_key=jax.random.key(1))
+    slow = steinax.sampling_algorithm(steinax.svgd(), logp, optax.adam(0.05))
+    state = slow.init(x0)
+    jax.jit(slow.step)(jax.random.key(0), state)  # its own state: accepted
+    with pytest.raises(ValueError, match="`state` holds the state of another optimizer"):
+        steinax.sampling_algorithm(steinax.svgd(), logp, optax.sgd(0.05)).step(jax.random.key(0), state)
+    with pytest.raises(Exception, match="made with another optimizer"):  # a runtime error inside the compiled step
+        jax.jit(steinax.sampling_algorithm(steinax.svgd(), logp, optax.adam(0.5)).step)(jax.random.key(0), state)
+    with pytest.raises(ValueError, match="made with another optimizer"):  # and on the host, in run
+        steinax.run(steinax.svgd(), logp, initial_state=state, steps=10, optimizer=optax.adam(0.5), rng_key=jax.random.key(1))

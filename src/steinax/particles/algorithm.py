@@ -11,16 +11,22 @@ optimizer bound, BlackJAX's ``SamplingAlgorithm`` convention::
 
 ``step`` is :meth:`~steinax.particles.AbstractParticleMethod.step` itself: with the keys of
 :func:`steinax.run` (step ``t`` uses ``fold_in(split(rng_key)[0], t - 1)``) the particles are
-``run``'s to rounding.
+``run``'s to rounding. The state ``init`` makes carries its optimizer's signature (``state.origin``,
+:func:`steinax.checkpoint.optimizer_signature`): ``step`` refuses a state of another optimizer, by
+its shapes when tracing and by its behaviour (another learning rate or schedule) when run
+(``eqx.error_if``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, NamedTuple
 
+import equinox as eqx
 import jax
 
-from steinax.particles.base import AbstractParticleMethod
+from steinax.particles.base import (ORIGIN_MESSAGE, AbstractParticleMethod, ParticleState, check_optimizer_state,
+                                    origin_differs, origin_of)
 from steinax.targets.base import as_target
 
 __all__ = ["SamplingAlgorithm", "sampling_algorithm"]
@@ -59,9 +65,15 @@ def sampling_algorithm(method: AbstractParticleMethod, target, optimizer) -> Sam
     tgt = as_target(target)
 
     def init(particles: jax.Array):
-        return method.init(particles, optimizer, tgt)
+        state = method.init(particles, optimizer, tgt)
+        return dataclasses.replace(state, origin=origin_of(optimizer, state.particles))
 
     def step(rng_key: jax.Array, state):
+        if not isinstance(state, ParticleState):
+            raise TypeError(f"`state` must be the ParticleState of `init` or of a previous `step`; received "
+                            f"{type(state).__name__}")
+        check_optimizer_state(optimizer, state, "state")  # shapes: at trace time, before optax's own errors
+        state = eqx.error_if(state, origin_differs(optimizer, state), f"`state`: {ORIGIN_MESSAGE}")
         return method.step(rng_key, state, tgt, optimizer)
 
     return SamplingAlgorithm(init=init, step=step)

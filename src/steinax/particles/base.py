@@ -27,6 +27,7 @@ optimizer.
 from __future__ import annotations
 
 import abc
+import re
 
 import equinox as eqx
 import jax
@@ -37,12 +38,17 @@ __all__ = ["ParticleState", "StepInfo", "AbstractParticleMethod"]
 
 
 class ParticleState(eqx.Module):
-    """State of a particle method: particles, optimizer state, method state, step count."""
+    """State of a particle method: particles, optimizer state, method state, step count.
+
+    ``origin``: the optimizer's behaviour signature (:func:`steinax.checkpoint.optimizer_signature` at fixed
+    points) for states made by :func:`steinax.sampling_algorithm`, whose ``step`` refuses a state of
+    another optimizer; ``None`` elsewhere (:func:`steinax.run` checks on the host)."""
 
     particles: jax.Array
     opt_state: optax.OptState
     aux: object
     step: jax.Array
+    origin: jax.Array | None = None
 
 
 class StepInfo(eqx.Module):
@@ -57,6 +63,62 @@ class StepInfo(eqx.Module):
     direction_norm: jax.Array
     finite: jax.Array
     method: dict
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def check_optimizer_state(optimizer, state, name: str = "initial_state") -> None:
+    """``state.opt_state`` must be the state of an optimizer like ``optimizer`` (same structure and shapes).
+    Static (shapes only): callable while tracing a compiled step."""
+    want = jax.eval_shape(optimizer.init, state.particles)
+    got_struct, want_struct = jax.tree_util.tree_structure(state.opt_state), jax.tree_util.tree_structure(want)
+    same = got_struct == want_struct and all(
+        jnp.shape(a) == jnp.shape(b) for a, b in zip(jax.tree_util.tree_leaves(state.opt_state),
+                                                     jax.tree_util.tree_leaves(want)))
+    if not same:
+        raise ValueError(
+            f"`{name}` holds the state of another optimizer than `optimizer` "
+            f"(its state is {_ADDRESS.sub('', str(got_struct))}; `optimizer` needs {_ADDRESS.sub('', str(want_struct))}); "
+            "resume with the optimizer of the run that produced it"
+        )
+
+
+def signature_points(particles: jax.Array) -> jax.Array:
+    """Three fixed ``[d]`` points in the particles' dtype at which an optimizer's signature is taken."""
+    d = particles.shape[-1]
+    return (jnp.arange(3 * d, dtype=particles.dtype).reshape(3, d) % 7 - 3.0) * 0.37
+
+
+def origin_of(optimizer, particles: jax.Array) -> jax.Array:
+    """The ``origin`` a state made with ``optimizer`` carries: its signature at :func:`signature_points`, flat."""
+    from steinax.checkpoint import optimizer_signature
+
+    return jnp.ravel(optimizer_signature(optimizer, signature_points(particles)))
+
+
+def origin_differs(optimizer, state) -> jax.Array:
+    """Whether ``state.origin`` is another optimizer's (a traced boolean; False for a state without origin).
+    Rounding aside (16 ulp), the same optimizer gives the same signature."""
+    if state.origin is None:
+        return jnp.asarray(False)
+    want = origin_of(optimizer, state.particles)
+    if want.shape != state.origin.shape:
+        return jnp.asarray(True)
+    eps = jnp.finfo(want.dtype).eps
+    scale = jnp.maximum(1.0, jnp.max(jnp.abs(want)))
+    return jnp.any(jnp.abs(want - state.origin) > 16 * eps * scale)
+
+
+ORIGIN_MESSAGE = ("the state was made with another optimizer than this algorithm's (its update at steps 0 to 10^6 "
+                  "differs: the learning rate or the schedule); step a state with the algorithm that made it, or "
+                  "start again with `init`")
+
+
+def check_origin(optimizer, state, name: str = "initial_state") -> None:
+    """On the host: refuse ``state`` when its ``origin`` is another optimizer's (see :func:`origin_differs`)."""
+    if bool(origin_differs(optimizer, state)):
+        raise ValueError(f"`{name}`: {ORIGIN_MESSAGE}")
 
 
 def _all_finite(*trees) -> jax.Array:
@@ -134,5 +196,5 @@ class AbstractParticleMethod(eqx.Module):
         particles = optax.apply_updates(state.particles, updates)
         finite = _all_finite(logdens, scores, phi, particles)
         norm = jnp.sqrt(jnp.mean(jnp.sum(phi * phi, axis=1)))
-        new = ParticleState(particles=particles, opt_state=opt_state, aux=aux, step=state.step + 1)
+        new = ParticleState(particles=particles, opt_state=opt_state, aux=aux, step=state.step + 1, origin=state.origin)
         return new, StepInfo(direction_norm=norm, finite=finite, method=info)

@@ -147,7 +147,7 @@ def _halve_learning_rate(state, floor: float):
         return state
     lr = jnp.maximum(hyper["learning_rate"] * 0.5, floor)
     return type(state)(particles=state.particles, opt_state=opt._replace(hyperparams={**hyper, "learning_rate": lr}),
-                       aux=state.aux, step=state.step)
+                       aux=state.aux, step=state.step, origin=state.origin)
 
 
 def run_until_converged(method, target, particles, *, rng_key, optimizer=None, max_steps: int = DEFAULT_MAX_STEPS,

@@ -42,10 +42,10 @@ import optax
 from steinax._io import check_writable
 from steinax._platform import on_cpu_else
 from steinax._validation import check_key, check_particles
-from steinax.checkpoint import (CheckpointMismatchError, computation_fingerprint, fingerprint_tree, load_checkpoint,
-                                save_checkpoint)
+from steinax.checkpoint import (OPTIMIZER_LABELS, CheckpointMismatchError, compare_behaviour, computation_fingerprint,
+                                fingerprint_tree, load_checkpoint, optimizer_signature, save_checkpoint, update_from)
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel
-from steinax.particles.base import AbstractParticleMethod, ParticleState
+from steinax.particles.base import AbstractParticleMethod, ParticleState, check_optimizer_state, check_origin
 from steinax.particles.converge import particle_moments, settle_window_start
 from steinax.particles.interrupt import INTERRUPT_CHECK_EVERY, interrupt_scope, interrupted
 from steinax.particles.optim import refuse_value_optimizers
@@ -309,15 +309,18 @@ def run(
         diagnostic_points: the trace's KSD is that of at most this many evenly strided
             particles (rows ``0, s, 2s, ...``; default 2000), so at large ``n`` a trace
             point costs O(2000^2 d), not O(n^2 d); ``None`` uses every particle.
-        initial_state: resume from a previous ``result.state`` (then ``particles`` is ignored).
+        initial_state: resume from a previous ``result.state`` (or the ``RunResult`` itself); ``particles``, if
+            also given, must equal its particles (a different ``x0`` is refused, not ignored).
         progress: ``True``, ``False`` or ``"auto"`` (a bar for runs of >= 1000 steps on a terminal).
         checkpoint: a ``.npz`` path (schema: :mod:`steinax.checkpoint`). Every
             ``checkpoint_every`` steps the state (particles, optimizer state, method
             state, step), the trace so far and the key are written atomically. If the
             file exists, the run **resumes** from it, bit for bit as if never interrupted;
-            a finished run returns its result without computing. A checkpoint written by
-            a different method, target, particle shape, dtype, optimizer state, key or
-            trace spacing is refused (:class:`~steinax.checkpoint.CheckpointMismatchError`).
+            a finished run returns its result without computing; a larger ``steps`` extends it (the
+            trace keeps the checkpoint's spacing unless ``trace_every`` says otherwise). A checkpoint
+            written by a different method, target, initial particles, particle shape, dtype, optimizer
+            (its state, and its update at steps 0 to 10^6 and at the step resumed from), key or trace
+            spacing is refused (:class:`~steinax.checkpoint.CheckpointMismatchError`, naming what differs).
         checkpoint_every: steps between checkpoints, a multiple of ``trace_every``
             (default: about a tenth of the run). At most this many steps are lost.
 
@@ -354,6 +357,10 @@ def run(
     if not (isinstance(optimizer, optax.GradientTransformation) or hasattr(optimizer, "update")):
         raise TypeError(f"`optimizer` must be an optax GradientTransformation; received {type(optimizer).__name__}")
     steps = _positive_int(steps, "steps")
+    if trace_every is None and checkpoint is not None and os.path.isfile(checkpoint):
+        # a resumed or extended run keeps the spacing its checkpoint was written with (the default depends on
+        # `steps`, which an extension changes: the user never chose it)
+        trace_every = _stored_trace_every(checkpoint)
     if trace_every is None:
         trace_every = max(20, steps // 100)
         if checkpoint is not None and checkpoint_every is not None:
@@ -380,9 +387,14 @@ def run(
             raise ValueError(f"`particles` must have shape [n, {dim}] for this target; received shape {tuple(particles.shape)}")
         state = method.init(particles, optimizer, target)
     else:
-        state = initial_state
+        state = _as_state(initial_state)
+        if particles is not None and (np.shape(particles) != state.particles.shape or not np.array_equal(
+                np.asarray(particles), np.asarray(state.particles))):
+            raise ValueError("`particles` and `initial_state` were both given and differ; `initial_state` resumes from "
+                             "its own particles. Give one of them")
         particles = check_particles(state.particles, "initial_state.particles")
-        _check_optimizer_state(optimizer, state)
+        check_optimizer_state(optimizer, state)
+        check_origin(optimizer, state)
     start_step = int(state.step)
     end_step = start_step + steps
     if end_step > MAX_STEPS:
@@ -403,6 +415,7 @@ def run(
             )
         fingerprint = _run_fingerprint(method, target, state, optimizer, rng_key, trace_every, diag_kernel, start_step)
         fingerprint["diagnostic_points"] = diagnostic_points
+        fingerprint["initial_particles"] = fingerprint_tree(state.particles)  # a new x0 of the same shape is refused
         check_writable(checkpoint, _tree_bytes(state))  # before any work: a late failure would lose it
         if os.path.exists(checkpoint):
             state, prior_trace, probe = _load_run(checkpoint, state, fingerprint, target, optimizer)
@@ -476,7 +489,7 @@ def run(
                 failed, stopped = int(failed), bool(stopped) or scope.requested
                 trace = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]), trace, Trace(*rec))
                 if checkpoint is not None and failed < 0 and not stopped:
-                    _save_run(checkpoint, state, trace, rng_key, fingerprint, end_step, probe)
+                    _save_run(checkpoint, state, trace, rng_key, fingerprint, end_step, probe, optimizer)
             stopped = stopped or (failed < 0 and scope.requested)
             scope.honoured = stopped
         if bar is not None:
@@ -557,18 +570,24 @@ class RunInterrupted(KeyboardInterrupt):
         self.result = result
 
 
-def _check_optimizer_state(optimizer, state) -> None:
-    """``initial_state.opt_state`` must be the state of an optimizer like ``optimizer`` (same structure and shapes)."""
-    want = jax.eval_shape(optimizer.init, state.particles)
-    got_struct, want_struct = jax.tree_util.tree_structure(state.opt_state), jax.tree_util.tree_structure(want)
-    same = got_struct == want_struct and all(
-        np.shape(a) == np.shape(b) for a, b in zip(jax.tree_util.tree_leaves(state.opt_state), jax.tree_util.tree_leaves(want)))
-    if not same:
-        raise ValueError(
-            "`initial_state` holds the state of another optimizer than `optimizer` "
-            f"(its state is {_ADDRESS.sub('', str(got_struct))}; `optimizer` needs {_ADDRESS.sub('', str(want_struct))}); "
-            "resume with the optimizer of the run that produced it"
-        )
+def _as_state(initial_state) -> ParticleState:
+    """``initial_state`` as a :class:`ParticleState`: a :class:`RunResult` stands for its ``.state``."""
+    if isinstance(initial_state, RunResult):
+        return initial_state.state
+    if not isinstance(initial_state, ParticleState):
+        raise TypeError(f"`initial_state` must be a ParticleState (a previous `result.state`) or a RunResult; received "
+                        f"{type(initial_state).__name__}")
+    return initial_state
+
+
+def _stored_trace_every(path) -> int | None:
+    """The trace spacing a run's checkpoint at ``path`` was written with (None for another kind of file: the
+    fingerprint check then names what differs)."""
+    from steinax.checkpoint import read_meta
+
+    meta = read_meta(path)
+    value = meta.get("trace_every") if meta.get("kind") == "steinax.run" else None
+    return int(value) if isinstance(value, int) and value >= 1 else None
 
 
 MAX_STEPS = 2**31 - 2  # the step counter is int32
@@ -617,34 +636,28 @@ _PROBE_POINTS = 3
 @eqx.filter_jit
 def _probe(target, optimizer, points) -> dict:
     """How the target and the optimizer behave at fixed inputs: the log-density (NaN for a score-only
-    target) and score at ``points`` (a few initial particles; key 0 for a stochastic target) and one
-    optimizer update of a fixed gradient there. Stored in the checkpoint and recomputed at the stored
-    points on resume: an edited log-density, other data, a changed closure or global, or other
-    optimizer hyperparameters behave differently."""
+    target) and score at ``points`` (a few initial particles; key 0 for a stochastic target) and the
+    optimizer's :func:`~steinax.checkpoint.optimizer_signature` there. Stored in the checkpoint and recomputed
+    at the stored points on resume: an edited log-density, other data, a changed closure or global, or other
+    optimizer hyperparameters (a schedule included) behave differently."""
     logd, scores = evaluate(target, jax.random.key(0), points)
-    gradient = jnp.cos(points) - 0.5  # a fixed "gradient": the optimizer's answer does not depend on the target
-    updates, _ = optimizer.update(gradient, optimizer.init(points), points)
     logd = jnp.full(points.shape[:1], jnp.nan, points.dtype) if logd is None else logd
-    return {"points": points, "logdensity": logd, "score": scores, "update": updates}
+    return {"points": points, "logdensity": logd, "score": scores, "update": optimizer_signature(optimizer, points)}
 
 
-_PROBE_LABELS = {"logdensity": "the target's log-density", "score": "the target's score",
-                 "update": "the optimizer's update (its hyperparameters or schedule)"}
+_resume_update = eqx.filter_jit(update_from)
+
+_PROBE_LABELS = {"logdensity": "the target's log-density", "score": "the target's score", **OPTIMIZER_LABELS}
 
 
-def _check_probe(path, stored: dict, target, optimizer) -> None:
-    now = _probe(target, optimizer, jnp.asarray(stored["points"]))
-    eps = float(jnp.finfo(now["points"].dtype).eps)  # the same code on the same inputs: equal to rounding
-    diffs = []
-    for name, label in _PROBE_LABELS.items():
-        a, b = np.asarray(stored[name], np.float64), np.asarray(now[name], np.float64)
-        scale = max(1.0, float(np.nanmax(np.abs(a), initial=0.0)))
-        if a.shape != b.shape or not np.allclose(a, b, rtol=16 * eps, atol=16 * eps * scale, equal_nan=True):
-            gap = f"max |difference| {float(np.nanmax(np.abs(a - b)))}" if a.shape == b.shape else f"shape {a.shape} vs {b.shape}"
-            diffs.append(f"{label} differs at the checkpoint's probe points ({gap})")
+def _check_probe(path, stored: dict, target, optimizer, state) -> None:
+    now = dict(_probe(target, optimizer, jnp.asarray(stored["points"])),
+               resume_update=_resume_update(optimizer, state.particles, state.opt_state))
+    diffs = compare_behaviour(stored, now, _PROBE_LABELS)
     if diffs:
         raise CheckpointMismatchError(
-            f"checkpoint {path!r} was written by a run that behaves differently and is not resumed: " + "; ".join(diffs)
+            f"checkpoint {path!r} was written by a run that behaves differently and is not resumed (compared at "
+            "its probe points): " + "; ".join(diffs)
             + " (the code, data, closure or globals of the target, or the optimizer's settings changed). "
             "Use another checkpoint path, or delete the file to start afresh."
         )
@@ -655,17 +668,22 @@ def _tree_bytes(tree) -> int:
                if hasattr(a, "dtype") and not jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key))
 
 
-def _save_run(path, state, trace, rng_key, fingerprint, end_step, probe):
+def _save_run(path, state, trace, rng_key, fingerprint, end_step, probe, optimizer):
     meta = dict(fingerprint, step=int(state.step), end_step=end_step)
+    probe = dict(probe, resume_update=_resume_update(optimizer, state.particles, state.opt_state))
     save_checkpoint(path, {"state": state, "trace": trace, "rng_key": rng_key, "probe": probe}, meta)
+
+
+_PROBE_NAMES = ("logdensity", "points", "resume_update", "score", "update")  # a dict's leaves flatten in key order
 
 
 def _load_run(path, template_state, fingerprint, target, optimizer):
     trees, _ = load_checkpoint(path, {"state": template_state, "trace": None, "probe": None}, fingerprint)
-    names = ("logdensity", "points", "score", "update")  # a dict's leaves flatten in key order
-    if len(trees["probe"]) != len(names):
+    if len(trees["probe"]) != len(_PROBE_NAMES):
         raise CheckpointMismatchError(f"checkpoint {path!r} holds a probe of {len(trees['probe'])} arrays, this steinax "
-                                      f"stores {len(names)} (written by another version); use another path or delete it")
-    stored = dict(zip(names, trees["probe"]))
-    _check_probe(path, stored, target, optimizer)
+                                      f"stores {len(_PROBE_NAMES)} (written by another version); use another path or "
+                                      "delete it")
+    stored = dict(zip(_PROBE_NAMES, trees["probe"]))
+    _check_probe(path, stored, target, optimizer, trees["state"])
+    del stored["resume_update"]  # recomputed at every save
     return trees["state"], trees["trace"], stored
