@@ -17,8 +17,14 @@ import numpy as np
 class PrecisionWarning(UserWarning):
     """Input of a higher precision than JAX will compute in (float64 without ``jax_enable_x64``)."""
 
+class InputDtypeWarning(UserWarning):
+    """Integer input read as continuous coordinates or values (:func:`as_float_input`)."""
+
+
 __all__ = [
+    "InputDtypeWarning",
     "PrecisionWarning",
+    "as_float_input",
     "check_block_size",
     "check_finite_statistic",
     "check_float_dtype",
@@ -58,6 +64,34 @@ def check_float_dtype(x, name: str) -> None:
         hint = " (half precision is not supported: cast with .astype(jnp.float32))" if dtype is not None and \
             jnp.issubdtype(dtype, jnp.floating) else ""
         raise TypeError(f"`{name}` must have dtype float32 or float64; received {_describe(x)}{hint}")
+
+
+def as_float_input(values, name: str) -> np.ndarray:
+    """The one policy for data a user hands a tool (draws, a function's values): a float64 NumPy array.
+
+    * float: kept (as float64; the tool then computes in its own dtype);
+    * integer: converted, with an :class:`InputDtypeWarning` (a Stein discrepancy treats every coordinate
+      as continuous; integer draws are usually a discrete parameter, which has no score);
+    * boolean, complex, strings, objects: refused (``TypeError`` naming ``name``).
+    """
+    try:
+        arr = np.asarray(values)
+    except Exception as exc:
+        raise TypeError(f"`{name}` must be a numeric array; received {type(values).__name__}") from exc
+    kind = arr.dtype.kind
+    if kind == "b":
+        raise TypeError(f"`{name}` must be real numbers; received booleans ({_describe(arr)}): a Stein method needs "
+                        "continuous coordinates and values")
+    if kind == "c":
+        raise TypeError(f"`{name}` must be real numbers; received complex values ({_describe(arr)}); pass the real "
+                        "and imaginary parts as separate real coordinates")
+    if kind in "iu":
+        warnings.warn(f"`{name}` are integers ({_describe(arr)}); they are read as continuous real numbers. A Stein "
+                      "discrepancy needs continuous coordinates with a score: if these are a discrete parameter's "
+                      "draws, leave them out", InputDtypeWarning, stacklevel=3)
+    elif kind != "f":
+        raise TypeError(f"`{name}` must be numeric; received dtype {arr.dtype}")
+    return arr.astype(np.float64)
 
 
 def check_key(key, name: str = "rng_key") -> None:

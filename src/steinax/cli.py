@@ -408,6 +408,11 @@ def _posteriors_command(args) -> int:
     return 0
 
 
+_TARGET_HELP = ("module:name or file.py:name: a log-density of one [d] point, or a steinax target such as a "
+                "model wrapped in the module (`target = steinax.targets.from_numpyro(model, data)`, from_pymc, "
+                "from_tfp); the module is imported, so its code RUNS (only name files you trust)")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="steinax", description="Stein methods in JAX.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
@@ -425,8 +430,7 @@ def main(argv=None) -> int:
     p_ksd = sub.add_parser("ksd", help="kernel Stein discrepancy and goodness-of-fit test of samples against a log-density")
     p_ksd.add_argument("samples", help="samples file: .npy ([n, d] or [chains, draws, d]), .csv or ArviZ NetCDF (.nc)")
     p_ksd.add_argument("--target", required=True,
-                       help="log-density of one [d] point as module:function or file.py:function; "
-                            "the module is imported, so its code RUNS (only name files you trust)")
+                       help=_TARGET_HELP)
     p_ksd.add_argument("--kind", choices=["ksd", "kcc_sd"], default="ksd",
                        help="ksd: kernel Stein discrepancy; kcc_sd: complete-conditional KSD (default ksd)")
     p_ksd.add_argument("--kernel", choices=["imq", "rbf"], default="imq",
@@ -460,8 +464,7 @@ def main(argv=None) -> int:
     p_thin = sub.add_parser("thin", help="Stein thinning: the m draws whose empirical measure has the smallest KSD")
     p_thin.add_argument("samples", help="samples file: .npy ([n, d] or [chains, draws, d]), .csv or ArviZ NetCDF (.nc)")
     p_thin.add_argument("--target", required=True,
-                        help="log-density of one [d] point as module:function or file.py:function; "
-                             "the module is imported, so its code RUNS (only name files you trust)")
+                        help=_TARGET_HELP)
     p_thin.add_argument("-m", "--m", type=int, required=True, help="how many draws to keep (picks may repeat)")
     p_thin.add_argument("--preconditioner", default="med",
                         help="the kernel's metric: med (default), sclmed, smpcov, id, or a positive number")

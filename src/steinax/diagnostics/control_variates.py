@@ -152,6 +152,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from steinax._memory import require_memory
+from steinax._validation import as_float_input
 from steinax.diagnostics.ess import effective_sample_size
 from steinax.diagnostics.pareto import FINITE_VARIANCE_K, khat_threshold, pareto_khat
 from steinax.diagnostics.quality import _is_chains, draws_and_scores
@@ -436,6 +438,19 @@ def _tail_draws(tgt, x, m, key):
     return y, jnp.where(ok[:, None], sy, 0.0), w / np.sum(w)
 
 
+def _require_tail_memory(m, tail_draws, d, p, candidates, folds, n) -> None:
+    """Refuse, before drawing, ``m`` tail draws whose arrays exceed the memory budget
+    (:func:`steinax._memory.require_memory`). Per draw, in float64 with a copy: the draw, its score and the
+    importance weight, ``f`` at it, the widest candidate's features (a kernel basis: one column per training
+    draw) and every fold's and candidate's prediction of ``g``."""
+    widest = max((n if kind in ("kernel", "semi_exact") else 0) + (_n_features(kind, d, q) if q else 0)
+                 for kind, q, _ in candidates)
+    per_draw = 8 * 2 * (3 * d + 1 + p + 2 * widest + folds * (len(candidates) + 1) * p)
+    require_memory(int(m) * per_draw, argument="tail_draws", received=tail_draws,
+                   what=f"{int(m):,} tail draws (their scores, features and every fold's fits there)",
+                   hint=f"The default, min(4 n, {TAIL_DRAWS_MAX}), simulates the intervals to 0.35 percentage points.")
+
+
 def _live_tail(tail, f):
     """``((y, scores, w, f(y)) or None, how)``: the tail draws ``tail = (y, scores, w)`` with ``f`` at them, each draw of
     zero weight replaced by the first draw of positive weight (a zero weight's ``f - g`` may overflow, and 0 x inf
@@ -610,7 +625,7 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
     """
     x, s, chains = draws_and_scores(samples, target, scores=scores, var_names=var_names, dtype=dtype)
     n, d = x.shape
-    values = _function_values(f, x) if callable(f) else jnp.asarray(f, x.dtype)
+    values = jnp.asarray(as_float_input(_function_values(f, x) if callable(f) else f, "f"), x.dtype)
     if values.ndim == 1:
         values = values[:, None]
     if values.ndim != 2 or values.shape[0] != n:
@@ -620,6 +635,9 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
         raise ValueError("`f`'s values are not finite at some draws")
     if basis not in BASES + ("auto",):
         raise ValueError(f"`basis` must be 'auto' or one of {BASES}; received {basis!r}")
+    if isinstance(ridge, bool) or not isinstance(ridge, (int, float, np.integer, np.floating)) or not (
+            np.isfinite(ridge) and ridge >= 0):
+        raise ValueError(f"`ridge` must be a finite number >= 0 (the fits' lambda); received {ridge!r}")
     if tail_draws is not None and (isinstance(tail_draws, bool) or not isinstance(tail_draws, (int, np.integer))
                                    or tail_draws < 0):
         raise ValueError(f"`tail_draws` must be None or a non-negative integer; received {tail_draws!r}")
@@ -672,7 +690,9 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
             intervals = "normal: the target has no exact log-density (scores alone or a minibatch estimate)"
         else:
             key = jax.random.key(0) if key is None else key
-            tail = _tail_draws(tgt, x, min(4 * n, TAIL_DRAWS_MAX) if tail_draws is None else int(tail_draws), key)
+            m_tail = min(4 * n, TAIL_DRAWS_MAX) if tail_draws is None else int(tail_draws)
+            _require_tail_memory(m_tail, tail_draws, d, values.shape[1], candidates, folds, n)
+            tail = _tail_draws(tgt, x, m_tail, key)
             intervals = "normal: the target has no log-density, or is finite at no tail draw"
             if tail is not None:
                 live, intervals = _live_tail(tail, f)

@@ -39,7 +39,7 @@ import csv
 
 import equinox as eqx
 
-from steinax._validation import check_particles
+from steinax._validation import as_float_input, check_particles
 from steinax.diagnostics.modes import ModeCheck, mode_check
 from steinax.diagnostics.relaxation import RelaxationCheck, relaxation_check
 from steinax.diagnostics.spread import SpreadCheck, spread_check
@@ -100,7 +100,8 @@ class SampleQuality(eqx.Module):
 
     @property
     def reject(self) -> bool | None:
-        return None if self.test is None else bool(self.test.reject)
+        """The test's decision; ``None`` without a test and when the test is untestable (no decision)."""
+        return None if self.test is None or self.test.reject is None else bool(self.test.reject)
 
     @property
     def collapsed(self) -> bool | None:
@@ -185,17 +186,24 @@ def draws_and_scores(samples, target, *, scores=None, var_names=None, dtype=None
     dim = getattr(tgt, "dim", None)
     if isinstance(dim, int) and x.shape[1] != dim:
         raise ValueError(f"`samples` have d = {x.shape[1]} columns but the target has dimension {dim}")
+    logd = None
     if scores is None:
-        _, scores = evaluate_checked(tgt, jax.random.key(0), x)
+        logd, scores = evaluate_checked(tgt, jax.random.key(0), x)
     else:
         scores = jnp.asarray(_as_sample_array(scores)[0], dtype)
         if scores.shape != x.shape:
             raise ValueError(f"`scores` must have the samples' shape {tuple(x.shape)} (as [n, d]); received "
                              f"{tuple(scores.shape)}")
     bad = ~np.asarray(_finite_rows(scores))
+    what = "score"
+    if logd is not None:  # a NaN log-density can hide behind a finite score (the gradient of jnp.where is 0 there)
+        bad_logd = ~np.isfinite(np.asarray(logd))
+        what = "log-density or score" if bad_logd.any() else what
+        bad = bad | bad_logd
     if bad.any():
-        raise ValueError(f"the target's score is not finite at sample rows {np.flatnonzero(bad)[:5].tolist()} (first "
-                         "five shown)")
+        rows = np.flatnonzero(bad)
+        raise ValueError(f"the target's {what} is not finite at {rows.size} sample row(s) {rows[:5].tolist()} (first "
+                         "five shown); draws outside the target's support, or a model that fails there")
     return x, scores, chains
 
 
@@ -238,13 +246,7 @@ def _as_sample_array(samples, var_names=None) -> tuple[np.ndarray, int]:
 
 
 def _numeric(values, name) -> np.ndarray:
-    try:
-        arr = np.asarray(values)
-    except Exception as exc:
-        raise TypeError(f"`{name}` must be a numeric array; received {type(values).__name__}") from exc
-    if arr.dtype.kind not in "fiub":
-        raise TypeError(f"`{name}` must be numeric; received dtype {arr.dtype}")
-    return arr.astype(np.float64)
+    return as_float_input(values, name)
 
 
 def _posterior(tree):

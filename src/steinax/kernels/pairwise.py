@@ -13,7 +13,6 @@ bound (``2 (d + 2) eps (||x||^2 + ||y||^2)``) are exactly 0, which also clamps a
 
 from __future__ import annotations
 
-import os
 from typing import Callable, NamedTuple
 
 import jax
@@ -42,50 +41,9 @@ _STORE_MAX_ENTRIES = 2**26  # CPU: n of about 8192: beyond, the product, the pac
 # (about 2.5 n^2 values: 1 GB in float32 at n = 10,000) outweigh the recomputation row blocks pay
 _STORE_MAX_ENTRIES_ACCELERATOR = 2**30  # accelerators: as long as the budget holds them (n up to 32768; the
 # packed triangle's n^2 / 2 entries stay int32-indexable)
-_BUDGET_FRACTION = 4
 
 
-def memory_budget() -> int:
-    """Bytes the pairwise engines may hold in ``[rows, n]`` temporaries (and a stored ``[n, n]`` matrix).
-
-    ``STEINAX_MEMORY_BUDGET`` (bytes) if set; otherwise a quarter of the free memory
-    of the default device (accelerators: ``bytes_limit - bytes_in_use``; CPU: the
-    kernel's ``MemAvailable``).
-    """
-    env = os.environ.get("STEINAX_MEMORY_BUDGET")
-    if env:
-        try:
-            value = int(float(env))
-        except ValueError:
-            raise ValueError(f"STEINAX_MEMORY_BUDGET must be a number of bytes; received {env!r}") from None
-        if value < 1:
-            raise ValueError(f"STEINAX_MEMORY_BUDGET must be a positive number of bytes; received {env!r}")
-        return value
-    free = None
-    device = jax.devices()[0]
-    if device.platform != "cpu":
-        try:
-            stats = device.memory_stats() or {}
-            free = stats.get("bytes_limit", 0) - stats.get("bytes_in_use", 0)
-        except Exception:  # pragma: no cover - backends without memory stats
-            free = None
-    if free is None or free <= 0:
-        free = _host_available()
-    return max(1, free // _BUDGET_FRACTION)
-
-
-def _host_available() -> int:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:  # pragma: no cover - not Linux
-        pass
-    try:  # pragma: no cover
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover
-        return 2**32
+from steinax._memory import _host_available, memory_budget  # noqa: E402,F401 (the engines' budget lives there)
 
 
 def _near_divisor(n: int, target: int) -> int:

@@ -16,6 +16,11 @@ are jittering at the optimizer's step rather than travelling, and the learning r
 to 1/64 of the default (an ``optax.inject_hyperparams`` optimizer, as the default is; another
 optimizer keeps its step): a vanishing step would freeze the particles and pass the rule unsettled.
 A run that reaches ``max_steps`` unconverged warns (:class:`ConvergenceWarning`) with ``Delta``.
+A run that settles is also checked against Stein's identity ``E_p[s_k(x) (x_k - mu_k)] = -1``
+(:func:`stein_identity`): a flat or improper target (the step halves until nothing moves, and the
+moments stop changing) gives 0 in its flat directions, and particles far narrower than the target
+give ``-var_particles / var_target``; above :data:`STEIN_IDENTITY_LIMIT` the run is not converged
+and warns.
 
 **Default optimizer** (``optimizer=None`` in :func:`steinax.run`): the method's
 ``default_optimizer()``, for every method but sliced SVGD Adam at learning rate
@@ -155,7 +160,7 @@ def run_until_converged(method, target, particles, *, rng_key, optimizer=None, m
     """:func:`steinax.run` in segments of ``check_every`` steps until the stopping rule holds (module docstring).
 
     Returns the :class:`~steinax.RunResult` of the whole run (its trace joined across segments) with
-    ``converged``, ``convergence`` (``{"steps", "delta", "learning_rate"}``) filled in.
+    ``converged``, ``convergence`` (``{"steps", "delta", "learning_rate"}``, and ``"stein_identity"`` when settled) filled in.
     """
     from steinax.particles.interrupt import interrupt_scope
     from steinax.particles.run import RunInterrupted, RunResult, _positive_int, run
@@ -209,13 +214,42 @@ def run_until_converged(method, target, particles, *, rng_key, optimizer=None, m
     lr = float(hyper["learning_rate"]) if isinstance(hyper, dict) and "learning_rate" in hyper else None
     converged = delta < tol
     info = {"steps": segment * check_every, "delta": delta, "learning_rate": lr}
-    if not converged:
+    if converged:
+        identity = stein_identity(target, result.particles)
+        info["stein_identity"] = [float(v) for v in identity]
+        worst = int(np.argmax(identity))
+        if identity[worst] > STEIN_IDENTITY_LIMIT:
+            converged = False
+            warnings.warn(f"the particles stopped moving but do not fit the target: in coordinate {worst} the mean of "
+                          f"score x (x - mean) is {identity[worst]:.3g}, where a sample of any proper target gives -1 "
+                          f"(Stein's identity; a settled run is accepted below {STEIN_IDENTITY_LIMIT}). The target is "
+                          "flat or improper in that direction (a missing prior?), or the particles span under a fifth "
+                          "of its variance there (a scale far from the start's: standardise, or start wider)",
+                          ConvergenceWarning, stacklevel=3)
+    if delta >= tol:
         warnings.warn(f"not converged after {segment * check_every} steps (max_steps): over the last {check_every} "
                       f"steps a particle mean or sd still moved by {_sds(delta)} (tolerance {tol}); the particles are "
                       "not a settled approximation. Raise max_steps, lower the learning rate, or check with "
                       "steinax.diagnostics.sample_quality(..., spread=True)", ConvergenceWarning, stacklevel=3)
     return RunResult(particles=result.particles, samples=result.samples, trace=trace, state=result.state, wall_time=wall,
                      converged=converged, convergence=info, labels=result.labels)
+
+
+STEIN_IDENTITY_LIMIT = -0.2
+"""A run that settled is still unconverged when some coordinate's :func:`stein_identity` is above this: for
+particles of any proper target it is near -1 (0 on a flat or improper direction; ``-var_particles / var_target`` on
+a Gaussian, so above -0.2 the particles hold under a fifth of the variance)."""
+
+
+def stein_identity(target, particles) -> np.ndarray:
+    """``[d]`` the particle average of ``s_k(x) (x_k - mean_k)``: Stein's identity with ``f(x) = x_k`` gives
+    ``E_p[s_k(x) (x_k - mu_k)] = -1`` for every proper density with finite variance (integration by parts); a flat
+    or improper direction gives 0 (module docstring)."""
+    from steinax.targets.base import as_target, evaluate
+
+    _, scores = evaluate(as_target(target), jax.random.key(0), particles)
+    x, s = np.asarray(particles, np.float64), np.asarray(scores, np.float64)
+    return np.mean(s * (x - x.mean(axis=0)), axis=0)
 
 
 def warn_if_unsettled(trace) -> None:

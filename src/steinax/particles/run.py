@@ -90,7 +90,7 @@ class RunResult(eqx.Module):
             runs the same moment rule over the last 500 steps (at most half the run;
             :func:`steinax.particles.converge.settled_over`); ``None`` for runs of fewer than 100 steps, and
             where no window was left to judge (a resumed run that was already finished).
-        convergence: ``{"steps", "delta", "learning_rate"}`` (``steps=None``) or
+        convergence: ``{"steps", "delta", "learning_rate", "stein_identity"}`` (``steps=None``) or
             ``{"steps", "delta", "window", "tolerance"}`` (fixed length) at the end.
         labels: the model's ``{"coords", "dims"}`` for :meth:`to_datatree` (PyMC models), else ``None``.
     """

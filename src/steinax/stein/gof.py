@@ -47,6 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from steinax._memory import require_memory
 from steinax._validation import check_block_size, check_finite_statistic, check_key, check_particles, check_scores
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel, imq_fast_path, map_coordinates
 from steinax.kernels.pairwise import fold_row_blocks, pairwise_plan
@@ -96,13 +97,14 @@ class GofResult(eqx.Module):
         block_length: the dependent bootstrap's expected run length of equal signs (``None`` for iid).
         chains: the number of chains the samples were split into.
         untestable: ``None``, or why the test cannot have power on these samples (then ``p_value``
-            and ``threshold`` are NaN and ``reject`` is False: not a "do not reject", no decision).
+            and ``threshold`` are NaN and ``reject`` is ``None``: no decision, neither "reject" nor "do not
+            reject"; ``reject is None`` is the test for it).
     """
 
     statistic: jax.Array
     p_value: jax.Array
     threshold: jax.Array
-    reject: jax.Array
+    reject: jax.Array | None
     discrepancy: jax.Array
     level: float = eqx.field(static=True)
     n_bootstrap: int = eqx.field(static=True)
@@ -223,8 +225,13 @@ def resolve_block_length(block_length, samples, chains: int) -> int:
     return int(block_length)
 
 
+MIN_TEST_SAMPLES = 20
+"""The fewest samples a test takes. Below it the wild bootstrap has too few sign patterns (``2^(n-1)``) and too
+few pairs to approximate the statistic's law: two exact draws got "REJECT, p = 0"."""
+
+
 def checked_test_inputs(particles, scores, rng_key, estimator, level, n_bootstrap, bootstrap, block_length, chains,
-                        kind="ksd"):
+                        kind="ksd", statistics: int = 1):
     """Validate a wild-bootstrap test's arguments; ``(particles, scores, block_length or None, untestable or None)``.
 
     Shared by :func:`gof_test` and :func:`steinax.stein.ksdagg.ksdagg_test`; an ``"auto"`` block length
@@ -235,8 +242,9 @@ def checked_test_inputs(particles, scores, rng_key, estimator, level, n_bootstra
     check_key(rng_key, "rng_key")
     n = particles.shape[0]
     check_estimator(estimator, n)
-    if n < 2:
-        raise ValueError(f"a test needs at least 2 particles; received `particles` with n = {n}")
+    if n < MIN_TEST_SAMPLES:
+        raise ValueError(f"a goodness-of-fit test needs at least {MIN_TEST_SAMPLES} samples (its wild bootstrap cannot "
+                         f"approximate the statistic's law on fewer); received `particles` with n = {n}")
     if kind not in DISCREPANCIES:
         raise ValueError(f"`kind` must be one of {DISCREPANCIES}; received {kind!r}")
     if not 0.0 < level < 1.0:
@@ -246,6 +254,12 @@ def checked_test_inputs(particles, scores, rng_key, estimator, level, n_bootstra
             raise ValueError(f"`n_bootstrap` must be a positive integer (or a pair of them); received {n_bootstrap!r}")
     if bootstrap not in BOOTSTRAPS:
         raise ValueError(f"`bootstrap` must be one of {BOOTSTRAPS}; received {bootstrap!r}")
+    # the bootstrap statistics ([statistics, B], with their sorted and concatenated copies) are held whole; the
+    # multipliers are drawn in batches within the memory budget
+    draws = int(np.sum(np.asarray(n_bootstrap, dtype=object)))
+    require_memory(4 * draws * int(statistics) * particles.dtype.itemsize, argument="n_bootstrap", received=n_bootstrap,
+                   what=f"{draws:,} bootstrap statistics of {int(statistics)} kernel(s) and their sorted copies",
+                   hint="The test's level is resolved to about 1 / B: B of a few thousand is plenty.")
     if isinstance(chains, bool) or not isinstance(chains, (int, np.integer)) or chains < 1 or n % chains:
         raise ValueError(f"`chains` must be a positive integer dividing n = {n}; received {chains!r}")
     if bootstrap == "dependent" and n // chains < 4:
@@ -324,7 +338,7 @@ def gof_test(
         statistic=statistic,
         p_value=p_value,
         threshold=threshold,
-        reject=p_value <= level,  # False when untestable (NaN)
+        reject=None if untestable is not None else p_value <= level,  # no decision when untestable
         discrepancy=discrepancy,
         level=level,
         n_bootstrap=int(n_bootstrap),

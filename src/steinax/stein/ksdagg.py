@@ -190,7 +190,7 @@ class AggregatedTest(eqx.Module):
     """What :func:`ksdagg_test` returns.
 
     Attributes:
-        reject: the aggregated decision (``False`` when untestable).
+        reject: the aggregated decision; ``None`` when untestable (no decision: ``if report.reject is None``).
         bandwidths: ``[N]`` the IMQ bandwidths ``lambda``.
         weights: ``[N]``.
         discrepancies: ``[N]`` the U-statistic squared KSD per bandwidth.
@@ -206,7 +206,7 @@ class AggregatedTest(eqx.Module):
         untestable: why no decision was made, or ``None``.
     """
 
-    reject: bool
+    reject: bool | None
     bandwidths: jax.Array
     weights: jax.Array
     discrepancies: jax.Array
@@ -273,7 +273,9 @@ def ksdagg_test(particles, scores, *, rng_key: jax.Array, bandwidths=10, weights
     if parametric and target_sampler is None:
         raise ValueError("`bootstrap='parametric'` needs `target_sampler` (rng_key, n) -> (samples, scores)")
     x, s, length, untestable = checked_test_inputs(particles, scores, rng_key, "u", level, (b1, b2),
-                                                   "iid" if parametric else bootstrap, block_length, chains)
+                                                   "iid" if parametric else bootstrap, block_length, chains,
+                                                   statistics=int(bandwidths) if np.ndim(bandwidths) == 0 else
+                                                   int(np.size(bandwidths)))
     if isinstance(bisection_steps, bool) or not isinstance(bisection_steps, (int, np.integer)) or bisection_steps < 1:
         raise ValueError(f"`bisection_steps` must be a positive integer; received {bisection_steps!r}")
     if np.ndim(bandwidths) == 0:
@@ -298,7 +300,7 @@ def ksdagg_test(particles, scores, *, rng_key: jax.Array, bandwidths=10, weights
                                                           float(level), int(bisection_steps))
     p_value = float(aggregated_p_value(stats, boot[:, :b1], boot[:, b1:], jnp.asarray(w, x.dtype)))
     n = x.shape[0]
-    return AggregatedTest(reject=bool(reject) and untestable is None,
+    return AggregatedTest(reject=bool(reject) if untestable is None else None,
                           p_value=p_value if untestable is None else float("nan"), bandwidths=lam,
                           weights=jnp.asarray(w, x.dtype),
                           discrepancies=stats if parametric else stats / n, p_values=p_values,

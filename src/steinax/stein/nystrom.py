@@ -41,6 +41,7 @@ import numpy as np
 from steinax._validation import check_finite_statistic
 from steinax.kernels.base import IMQ, as_kernel
 from steinax.kernels.pairwise import fold_row_blocks
+from steinax._memory import require_memory
 from steinax.stein.gof import GofResult, checked_test_inputs
 from steinax.stein.ksd import stein_kernel_matrix
 
@@ -148,6 +149,9 @@ def nystrom_ksd_test(particles, scores, kernel=None, *, rng_key: jax.Array, land
                                                    block_length, chains)
     n = x.shape[0]
     m = _checked_landmarks(landmarks, n)
+    require_memory(3 * int(n_bootstrap) * m * x.dtype.itemsize, argument="n_bootstrap", received=n_bootstrap,
+                   what=f"the bootstrap's [B, m] = [{int(n_bootstrap):,}, {m}] projections onto the landmarks",
+                   hint="The test's level is resolved to about 1 / B: B of a few thousand is plenty.")
     stride = n // m
     kernel = as_kernel(kernel, IMQ()).resolve(x[jnp.arange(m) * stride])
     stat, boot = _nystrom_pass(x, s, kernel, m, stride, rng_key, int(n_bootstrap), bootstrap, int(length or 2),
@@ -159,7 +163,8 @@ def nystrom_ksd_test(particles, scores, kernel=None, *, rng_key: jax.Array, land
     threshold = jnp.quantile(boot_stats, 1.0 - level) * n_rest
     if untestable is not None:
         p_value, threshold = jnp.full_like(p_value, jnp.nan), jnp.full_like(threshold, jnp.nan)
-    return GofResult(statistic=discrepancy * n_rest, p_value=p_value, threshold=threshold, reject=p_value <= level,
+    return GofResult(statistic=discrepancy * n_rest, p_value=p_value, threshold=threshold,
+                     reject=None if untestable is not None else p_value <= level,
                      discrepancy=discrepancy, level=float(level), n_bootstrap=int(n_bootstrap), estimator="v",
                      kind="nystrom_ksd", bootstrap=bootstrap, block_length=length, chains=int(chains),
                      untestable=untestable)

@@ -283,6 +283,11 @@ def check_target(target: AbstractTarget, rng_key: jax.Array, particles: jax.Arra
         try:
             out = jax.eval_shape(target.logdensity_fn, jax.ShapeDtypeStruct((d,), particles.dtype))
         except Exception as exc:
+            if _is_probabilistic_model(target.logdensity_fn):
+                raise ValueError(
+                    f"`{name}` is a probabilistic-programming model (it calls numpyro.sample), not a log-density of one "
+                    f"[d] point: wrap it, steinax.targets.from_numpyro(model, *data) (from the shell: a module "
+                    "attribute `target = from_numpyro(model, data)`)") from exc
             raise ValueError(
                 f"`{name}` could not be evaluated at one point of shape ({d},): {_why(exc)}"
             ) from exc
@@ -301,6 +306,24 @@ def check_target(target: AbstractTarget, rng_key: jax.Array, particles: jax.Arra
         raise ValueError(f"`{name}` returned scores of shape {scores.shape} for particles of shape {(n, d)}; expected {(n, d)}")
     if logd is not None and logd.shape != (n,):
         raise ValueError(f"`{name}` returned log-densities of shape {logd.shape} for {n} particles; expected ({n},)")
+
+
+def _is_probabilistic_model(fn) -> bool:
+    """Whether ``fn`` is a NumPyro model function: called with no arguments under a seed and a trace, it records
+    ``sample`` sites (the mistake of passing the model where a log-density belongs). False when NumPyro is not
+    imported (a model cannot then be one) or when the call fails before recording a site."""
+    import sys
+
+    if "numpyro" not in sys.modules:
+        return False
+    from numpyro import handlers
+
+    try:
+        with handlers.trace() as tr, handlers.seed(rng_seed=0):
+            fn()
+    except Exception:  # a model needing its data fails; what it recorded before failing still tells
+        pass
+    return any(site.get("type") == "sample" for site in tr.values())
 
 
 # ---------------------------------------------------------------- evaluation that cannot stall XLA:CPU
