@@ -227,3 +227,65 @@ def test_a_checkpoint_names_the_mesh_when_it_changed(tmp_path):
     mesh = Mesh(np.array(jax.devices()[:1]), ("particles",))
     with pytest.raises(CheckpointMismatchError, match="mesh: None in the checkpoint, .*over 1 cpu devices"):
         steinax.run(steinax.svgd(mesh=mesh), _logp, x0, steps=20, **kw)
+
+
+def _gauss(z):
+    return -0.5 * jnp.sum(z**2)
+
+
+def test_a_nan_log_density_at_draws_is_named_by_every_tool_that_takes_a_target():
+    """Was: a log-density that is NaN at some draws was unseen by the KSD, thinning and importance weights (the gradient
+    of ``jnp.where`` is 0 there, so the score is finite). Every tool reads draws through ``draws_and_scores``, which now
+    checks the log-density too and names the rows."""
+    from steinax.diagnostics import (sample_quality, stein_control_variates, stein_importance_weights,
+                                     stein_thinning)
+
+    def logp(z):
+        return jnp.where(z[0] > 2.9, jnp.nan, -0.5 * jnp.sum(z**2))
+
+    x = np.random.default_rng(0).normal(size=(200, 2)).astype(np.float32)
+    x = np.clip(x, -2.5, 2.5)
+    x[[7, 31], 0] = 3.0
+    assert np.all(np.isfinite(jax.vmap(jax.grad(logp))(jnp.asarray(x))))  # the score alone cannot see it
+    calls = [lambda: sample_quality(x, logp), lambda: stein_thinning(x, logp, 10),
+             lambda: stein_importance_weights(x, logp), lambda: stein_control_variates(x, logp, x[:, 0])]
+    for call in calls:
+        with pytest.raises(ValueError, match=r"log-density or score is not finite at 2 sample row\(s\) \[7, 31\]"):
+            call()
+
+
+def test_one_input_dtype_policy_for_draws_and_function_values():
+    """Was: integer, boolean and complex inputs were taken as continuous coordinates (sample_quality(spread=True),
+    steinax thin, stein_control_variates' f). Now integers are converted with a warning, booleans and complex refused."""
+    from steinax._validation import InputDtypeWarning
+    from steinax.diagnostics import sample_quality, stein_control_variates, stein_thinning
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(100, 2))
+    with pytest.warns(InputDtypeWarning, match="`samples` are integers"):
+        stein_thinning(np.round(3 * x).astype(np.int64), _gauss, 5)
+    for bad, word in ((x > 0, "booleans"), (x + 1j, "complex")):
+        with pytest.raises(TypeError, match=f"`samples` must be real numbers; received {word}"):
+            sample_quality(bad, _gauss)
+    x32 = x.astype(np.float32)
+    with pytest.raises(TypeError, match="`f` must be real numbers; received complex"):
+        stein_control_variates(x32, _gauss, x32[:, 0] + 1j, tail_draws=0)
+    with pytest.raises(TypeError, match="`f` must be real numbers; received booleans"):
+        stein_control_variates(x32, _gauss, x32[:, 0] > 0, tail_draws=0)
+    for ridge in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="`ridge` must be a finite number >= 0"):
+            stein_control_variates(x32, _gauss, x32[:, 0], ridge=ridge, tail_draws=0)
+
+
+def test_a_huge_tail_draws_is_refused_before_allocating(monkeypatch):
+    """Was: ``stein_control_variates(..., tail_draws=10**9)`` was killed by the kernel at 15-16 GB."""
+    from steinax._memory import MemoryBudgetError
+    from steinax.diagnostics import stein_control_variates
+
+    x = np.random.default_rng(0).normal(size=(300, 2)).astype(np.float32)
+    f = lambda z: z[0] ** 2  # noqa: E731
+    with pytest.raises(MemoryBudgetError, match=r"`tail_draws` = 1000000000 needs about .* GiB"):
+        stein_control_variates(x, _gauss, f, tail_draws=10**9)
+    monkeypatch.setenv("STEINAX_MEMORY_BUDGET", str(2**20))  # 4 MiB in all
+    with pytest.raises(MemoryBudgetError, match="`tail_draws` = 100000 "):
+        stein_control_variates(x, _gauss, f, tail_draws=10**5)

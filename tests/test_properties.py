@@ -303,7 +303,7 @@ def test_every_kernel_argument_is_checked():
     from steinax.metrics import mmd2
     from steinax.stein import block_ksd, kcc_sd_conditional
 
-    x = jnp.ones((10, 2)) * jnp.arange(10.0)[:, None]
+    x = jnp.ones((20, 2)) * jnp.arange(20.0)[:, None]  # 20: the fewest samples a test takes
     calls = {
         "ksd": lambda k: steinax.ksd(x, -x, k), "kcc_sd": lambda k: kcc_sd(x, -x, k),
         "block_ksd": lambda k: block_ksd(x, -x, k, block=2), "kcc_sd_conditional": lambda k: kcc_sd_conditional(x, -x, x, -x, k),

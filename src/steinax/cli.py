@@ -40,13 +40,18 @@ def _demo_methods():
 
 
 def demo(args) -> int:
+    import warnings
+
     import jax
 
     import steinax
     from steinax.metrics import mmd2
 
     n = args.particles or (50 if args.quick else 100)
-    steps = args.steps or (300 if args.quick else 1000)
+    # the library's recipe (README, Getting started): no step size, no step count, Adam until the particles settle;
+    # --steps (or --quick: 300) fixes the length, --lr gives AdaGrad with momentum at that rate (the papers' optimizer)
+    steps = args.steps or (300 if args.quick else None)
+    optimizer = None if args.lr is None else steinax.adagrad_momentum(args.lr)
     targets = _demo_targets()
     methods = _demo_methods()
     if args.methods:
@@ -62,19 +67,22 @@ def demo(args) -> int:
 
         check_output(args.out, name="--out")  # before the runs: a figure that cannot be written fails now
     key = jax.random.key(args.seed)
+    length = "until settled (steps=None: at most 20000)" if steps is None else f"{steps} steps"
+    rule = "Adam 0.05 (each method's default)" if optimizer is None else f"AdaGrad-momentum (Liu & Wang) lr {args.lr}"
     print(
-        f"steinax demo: {n} particles from N(0, I), {steps} steps, AdaGrad-momentum (Liu & Wang) lr {args.lr}, "
+        f"steinax demo: {n} particles from N(0, I), {length}, {rule}; "
         f"SVGD: RBF with Liu's median bandwidth; MK-SVGD: 10 RBF kernels h=2^-4..2^5, eq. 21 weights; "
         f"CC-SVGD: per-coordinate median; matrix SVGD (average, mixture) and SVN: exact Hessian, eigenvalue floor 1e-2, "
         f"median bandwidth in the preconditioner's metric; KSD = squared V-statistic, IMQ(c=1, beta=-1/2); "
         f"MMD^2 = V-statistic, RBF h=1, against 1000 exact samples; 'x exact' = MMD^2 over that of {n} exact draws "
-        f"(mean of 5 sets): 1 is as good as exact sampling, comparable across targets"
+        f"(mean of 5 sets): 1 is as good as exact sampling, comparable across targets; 'settled': the run's own check "
+        f"(result.converged; a row marked with a letter did not settle, the reason below the table)"
     )
     header = (f"{'target':<14} {'method':<10} {'steps':>6} {'wall s':>8} {'final KSD':>11} {'MMD^2':>10} "
-              f"{'x exact':>8}")
+              f"{'x exact':>8} {'settled':>8}")
     print(header)
     print("-" * len(header))
-    results = {}
+    results, notes = {}, []
     for t_i, (name, (target, _)) in enumerate(targets.items()):
         x0 = jax.random.normal(jax.random.fold_in(key, t_i), (n, 2))
         exact = target.sample(jax.random.fold_in(key, 100 + t_i), 1000)
@@ -82,17 +90,27 @@ def demo(args) -> int:
         floor = sum(float(mmd2(target.sample(jax.random.fold_in(key, 300 + 10 * t_i + r), n), exact, 1.0))
                     for r in range(5)) / 5
         for m_name, method in methods.items():
-            res = steinax.run(
-                method, target, x0, steps=steps, optimizer=steinax.adagrad_momentum(args.lr),
-                rng_key=jax.random.fold_in(key, 200 + t_i), progress=args.progress,
-            )
+            with warnings.catch_warnings(record=True) as caught:  # each run's warnings go to its row, not the log
+                warnings.simplefilter("always")
+                res = steinax.run(method, target, x0, steps=steps, optimizer=optimizer,
+                                  rng_key=jax.random.fold_in(key, 200 + t_i), progress=args.progress)
             mmd = float(mmd2(res.particles, exact, 1.0))
             results[(name, m_name)] = res, mmd / floor
+            settled = {True: "yes", False: "no", None: "-"}[res.converged]
+            if caught:
+                notes.append((name, m_name, sorted({str(w.message) for w in caught})))
+                settled += f" ({chr(ord('a') + len(notes) - 1)})"
+            used = int(res.state.step)
             print(
-                f"{name:<14} {m_name:<10} {steps:>6} {res.wall_time:>8.2f} {float(res.trace.ksd[-1]):>11.4g} {mmd:>10.4g} "
-                f"{mmd / floor:>8.2f}",
+                f"{name:<14} {m_name:<10} {used:>6} {res.wall_time:>8.2f} {float(res.trace.ksd[-1]):>11.4g} {mmd:>10.4g} "
+                f"{mmd / floor:>8.2f} {settled:>8}",
                 flush=True,
             )
+    for i, (name, m_name, messages) in enumerate(notes):
+        print(f"({chr(ord('a') + i)}) {name}, {m_name}: " + " | ".join(messages))
+    if notes:
+        print("A row that did not settle is not a converged approximation: check it with "
+              "steinax.diagnostics.sample_quality(..., spread=True) (docs: 'Is my posterior right?').")
     if args.out:
         from steinax.plot import _pyplot, plot_particles, save_figure
 
@@ -106,7 +124,7 @@ def demo(args) -> int:
                 res, ratio = results[(name, m_name)]
                 plot_particles(res.particles, target, extent=extent, ax=axes[row, col],
                                title=f"{name}: {m_name}\nMMD² {ratio:.1f}× that of {n} exact draws")
-        fig.suptitle(f"steinax demo: {n} particles from N(0, I), {steps} steps; filled contours = target density; "
+        fig.suptitle(f"steinax demo: {n} particles from N(0, I), {length}; filled contours = target density; "
                      f"MMD² to 1000 exact draws over that of {n} exact draws (1: as close as exact sampling, below 1: "
                      "closer)")
         save_figure(fig, args.out)
@@ -420,8 +438,11 @@ def main(argv=None) -> int:
     p_demo = sub.add_parser("demo", help="run the particle methods on 2-D toy targets; write a figure and a table")
     p_demo.add_argument("--quick", action="store_true", help="fewer particles and steps (well under a minute)")
     p_demo.add_argument("--particles", type=int, default=None, help="particles per run (default 100, quick 50)")
-    p_demo.add_argument("--steps", type=int, default=None, help="steps per run (default 1000, quick 300)")
-    p_demo.add_argument("--lr", type=float, default=0.05, help="AdaGrad-momentum step size (default 0.05)")
+    p_demo.add_argument("--steps", type=int, default=None,
+                        help="steps per run (default: until the particles settle, the library's recipe; quick 300)")
+    p_demo.add_argument("--lr", type=float, default=None,
+                        help="AdaGrad-momentum (the papers' optimizer) at this step size instead of each method's "
+                             "default (Adam 0.05)")
     p_demo.add_argument("--seed", type=_seed, default=0, help="seed, 0 <= seed < 2**63 (default 0)")
     p_demo.add_argument("--methods", default="",
                         help="comma-separated subset of svgd, mk_svgd, cc_svgd, matrix_avg, matrix_mix, svn (default: all)")

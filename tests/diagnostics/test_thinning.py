@@ -130,7 +130,7 @@ def test_numpyro_model_named_draws_are_thinned_in_unconstrained_space():
     (dict(m=5, preconditioner=np.eye(3)), r"\[d, d\] = \[2, 2\]"),
     (dict(m=5, preconditioner=np.array([[1.0, 2.0], [2.0, 1.0]])), "not positive definite"),
     (dict(m=5, scores=np.ones((100, 3))), "`scores` must have the samples' shape"),
-    (dict(m=5, scores=np.full((100, 2), np.nan)), "score is not finite at sample rows"),
+    (dict(m=5, scores=np.full((100, 2), np.nan)), r"score is not finite at 100 sample row\(s\)"),
 ])
 def test_bad_input_names_the_argument(kwargs, match):
     x = np.random.default_rng(5).normal(size=(100, 2))

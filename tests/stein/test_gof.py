@@ -20,7 +20,7 @@ def _full_h(kind, x, s, kernel):
 @pytest.mark.parametrize("kind", ["ksd", "kcc_sd"])
 @pytest.mark.parametrize("estimator", ["v", "u"])
 def test_statistic_and_bootstrap_equal_a_direct_computation(key, kind, estimator):
-    n, B = 17, 64
+    n, B = 23, 64  # the fewest a test takes is 20 (MIN_TEST_SAMPLES); odd, so no tile divides it
     x = jax.random.normal(key, (n, 3)) + 0.3
     s = -x
     kernel = IMQ() if kind == "ksd" else RBF("liu")
@@ -84,7 +84,7 @@ def test_power_against_a_mean_shift(key):
 
 
 def test_bad_input(key):
-    x = jax.random.normal(key, (10, 2))
+    x = jax.random.normal(key, (30, 2))
     with pytest.raises(ValueError, match="`kind`"):
         gof_test(x, -x, rng_key=key, kind="mmd")
     with pytest.raises(ValueError, match="`level`"):
@@ -212,7 +212,52 @@ def test_a_stuck_chain_is_untestable_never_do_not_reject():
     chain = x[None, :, None].astype(np.float32)  # [1 chain, 1000 draws, d = 1]
     with pytest.warns(UntestableWarning, match="fewer than 10 blocks"):
         res = sample_quality(chain, lambda z: -0.5 * jnp.sum(z**2), test=True, rng_key=jax.random.key(0))
-    assert res.test.untestable is not None and np.isnan(res.p_value) and not res.reject
+    assert res.test.untestable is not None and np.isnan(res.p_value) and res.reject is None  # was False: a "pass"
+    assert res.test.reject is None
     assert res.discrepancy > 1.0  # the discrepancy itself is still reported
     text = res.summary()
     assert "UNTESTABLE, no decision" in text and "do not reject" not in text
+
+
+def test_every_test_has_no_decision_when_untestable_and_refuses_too_few_samples():
+    """Every test's untestable result has ``reject is None`` (was False, which ``if report.reject:`` reads as a pass);
+    every test refuses fewer than ``MIN_TEST_SAMPLES`` draws (two exact draws got "REJECT, p = 0")."""
+    from steinax.stein import gof_test, ksdagg_test, nystrom_ksd_test
+    from steinax.stein.gof import MIN_TEST_SAMPLES, UntestableWarning
+
+    rng = np.random.default_rng(0)
+    x = np.empty((1, 2000, 1))
+    x[0, 0] = 3.0
+    for t in range(1, 2000):
+        x[0, t] = 3.0 + 0.999 * (x[0, t - 1] - 3.0) + 0.05 * rng.normal()
+    x = jnp.asarray(x.reshape(2000, 1), jnp.float32)
+    common = dict(rng_key=jax.random.key(0), bootstrap="dependent", chains=1)
+    for test in (gof_test, ksdagg_test, nystrom_ksd_test):
+        with pytest.warns(UntestableWarning):
+            res = test(x, -x, **common)
+        assert res.reject is None and res.untestable is not None, test.__name__
+    two = jnp.asarray([[0.1], [-0.3]])
+    for test in (gof_test, ksdagg_test, nystrom_ksd_test):
+        with pytest.raises(ValueError, match=f"at least {MIN_TEST_SAMPLES} samples"):
+            test(two, -two, rng_key=jax.random.key(0))
+    y = jnp.asarray(rng.normal(size=(MIN_TEST_SAMPLES, 1)), jnp.float32)
+    assert gof_test(y, -y, rng_key=jax.random.key(0)).reject is not None  # the minimum itself is tested
+
+
+@pytest.mark.parametrize("case", ["gof", "ksdagg", "nystrom"])
+def test_a_huge_n_bootstrap_is_refused_before_allocating(case, monkeypatch):
+    """Was: ``ksdagg_test(..., n_bootstrap=(10**9, 10**9))`` on 300 draws was killed by the kernel at 15-16 GB. Now the
+    estimate is refused before anything is allocated, both as asked and under a small budget (STEINAX_MEMORY_BUDGET,
+    the one memory limit of the library) where a moderate B no longer fits."""
+    from steinax._memory import MemoryBudgetError
+    from steinax.stein import gof_test, ksdagg_test, nystrom_ksd_test
+
+    x = jnp.asarray(np.random.default_rng(0).normal(size=(300, 2)), jnp.float32)
+    test = {"gof": gof_test, "ksdagg": ksdagg_test, "nystrom": nystrom_ksd_test}[case]
+    huge = (10**9, 10**9) if case == "ksdagg" else 10**9
+    with pytest.raises(MemoryBudgetError, match=r"`n_bootstrap` = .* needs about .* GiB .* nothing was allocated"):
+        test(x, -x, rng_key=jax.random.key(0), n_bootstrap=huge)
+    monkeypatch.setenv("STEINAX_MEMORY_BUDGET", str(2**20))  # 1 MiB of temporaries: 4 MiB in all
+    with pytest.raises(MemoryBudgetError):
+        test(x, -x, rng_key=jax.random.key(0), n_bootstrap=10**6)
+    test(x, -x, rng_key=jax.random.key(0), n_bootstrap=200)  # a usual B still runs within it

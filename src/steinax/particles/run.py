@@ -77,6 +77,12 @@ class Trace(eqx.Module):
         return jax.tree_util.tree_map(lambda a: a[idx], self)
 
 
+PARTICLE_NOTE = ("particles of a Stein method, not a Markov chain: R-hat, ESS and MCSE do not apply (R-hat is NaN for "
+                 "one chain; ESS and MCSE read the particles' order as time). Use arviz_stats.summary(tree, "
+                 "kind='stats') for means, sds and intervals, and steinax.diagnostics.sample_quality(tree, target, "
+                 "spread=True) for whether they are the posterior")
+
+
 class RunResult(eqx.Module):
     """What :func:`run` returns.
 
@@ -109,7 +115,9 @@ class RunResult(eqx.Module):
 
         The posterior group carries the attribute ``steinax_particles = 1``: the draws are
         exchangeable particles, not a Markov chain, so :func:`steinax.diagnostics.sample_quality`
-        tests them with the i.i.d. bootstrap. A PyMC model's draws carry its ``dims`` and ``coords``
+        tests them with the i.i.d. bootstrap. Its attribute ``steinax_diagnostics`` says that MCMC
+        diagnostics do not apply: R-hat, ESS and MCSE (``arviz_stats.summary``'s defaults) assume
+        chains; use ``arviz_stats.summary(tree, kind="stats")`` and ``sample_quality(..., spread=True)``. A PyMC model's draws carry its ``dims`` and ``coords``
         (the names ``pm.sample`` gives).
         """
         try:
@@ -120,7 +128,8 @@ class RunResult(eqx.Module):
         samples = self.samples if isinstance(self.samples, dict) else {var_name: self.samples}
         labels = self.labels or {}
         return from_dict({"posterior": {k: np.asarray(v)[None] for k, v in samples.items()}},
-                         attrs={"posterior": {"steinax_particles": 1}}, coords=labels.get("coords"),
+                         attrs={"posterior": {"steinax_particles": 1, "steinax_diagnostics": PARTICLE_NOTE}},
+                         coords=labels.get("coords"),
                          dims=labels.get("dims"))
 
 

@@ -35,6 +35,8 @@ conservative.
 
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -143,6 +145,7 @@ def _single_p_values(sorted1, statistics):
     return jnp.mean((sorted1 >= statistics[:, None]).astype(sorted1.dtype), axis=1)
 
 
+@functools.partial(jax.jit, static_argnames="bisection_steps")  # compiled once per shape: was retraced every call
 def aggregated_decision(statistics, boot1, boot2, weights, level: float, bisection_steps: int = 50):
     """Steps 2-3 of the module docstring, on precomputed statistics (pure; any scaling common to a row).
 
@@ -171,6 +174,7 @@ def aggregated_decision(statistics, boot1, boot2, weights, level: float, bisecti
     return jnp.any(p_values <= thresholds), u, p_values, thresholds
 
 
+@jax.jit
 def aggregated_p_value(statistics, boot1, boot2, weights):
     """The aggregated test's p-value: the smallest level at which :func:`aggregated_decision` rejects.
 
