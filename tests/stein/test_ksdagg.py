@@ -208,3 +208,26 @@ def test_cli_runs_the_aggregated_test_unless_a_single_kernel_is_asked_for(tmp_pa
         assert ("KSDAgg" in out) == aggregated and ("wild-bootstrap test" in out) == (not aggregated), (extra, out)
     assert cli.main(base + ["--aggregated", "--single-kernel"]) == 2
     assert "exclude each other" in capsys.readouterr().err
+
+
+def test_the_bootstrap_pass_equals_float64_at_the_size_where_xla_miscompiles_a_batched_form():
+    """The bootstrap's quadratic forms ``w_b^T H_l w_b`` at n = 250, B = 4001, N = 10 (the speed benchmark's size)
+    against a float64 reference. The same product written under ``vmap`` is miscompiled by XLA:CPU at this size (jax
+    0.10.2: relative error 1.2); the library unrolls it (``fold_symmetric_tiles``), and this test fails if a rewrite
+    takes the broken form. Tolerance: float32 sums of 250 terms of O(1), 1e-5 relative to the largest."""
+    from steinax.kernels import IMQ
+    from steinax.stein.ksd import stein_kernel_matrix
+    from steinax.stein.ksdagg import TILE, _multi_bandwidth_pass, ksdagg_bandwidths
+
+    rng = np.random.default_rng(0)
+    for n, b in ((250, 4001), (1100, 300)):  # one tile, and several (the symmetric fold)
+        x = jnp.asarray(rng.normal(size=(n, 2)), jnp.float32)
+        w = jnp.asarray(rng.choice([-1.0, 1.0], size=(b, n)), jnp.float32)
+        hs = ksdagg_bandwidths(x) ** 2
+        _, _, boot = _multi_bandwidth_pass(x, -x, hs, w, TILE)
+        with jax.enable_x64(True):
+            x64 = jnp.asarray(x, jnp.float64)
+            for k in (0, 5, 9):
+                h = np.asarray(stein_kernel_matrix(x64, -x64, x64, -x64, IMQ(h=float(hs[k]))))
+                want = np.einsum("bi,ij,bj->b", np.asarray(w, np.float64), h, np.asarray(w, np.float64))
+                assert np.max(np.abs(np.asarray(boot[k]) - want)) <= 1e-5 * np.max(np.abs(want)), (n, k)
