@@ -30,9 +30,18 @@ def checked_inputs(target, particles, rng_key, level, check: str, **integers):
     return target, x, rng_key
 
 
+@jax.jit
 def whitening(x):
     """``(center, scale)``: the particles' mean and per-coordinate sd, the sd floored at ``sqrt(eps) (1 + |center|)``
     so that a coordinate where every particle agrees (a MAP ensemble) is whitened by a floor, not by 0."""
     center = jnp.mean(x, axis=0)
     floor = jnp.sqrt(jnp.finfo(x.dtype).eps) * (1.0 + jnp.abs(center))
     return center, jnp.maximum(jnp.std(x, axis=0), floor)
+
+
+def host_rng(rng_key, stream: int = 0) -> np.random.Generator:
+    """A NumPy generator seeded by a JAX key's data and a stream number: the checks' resampling draws (bootstrap
+    counts, sign flips, extra starts) are small host arrays, and drawing them with JAX compiled a random-number
+    program per shape (0.2-0.3 s each on a first call)."""
+    return np.random.default_rng(np.random.SeedSequence(np.asarray(jax.random.key_data(rng_key)).ravel().tolist()
+                                                        + [int(stream)]))

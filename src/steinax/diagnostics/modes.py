@@ -43,6 +43,8 @@ checks' job). Cost: ``(n + n_starts) * ascent_steps`` score evaluations and one 
 
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -146,6 +148,16 @@ def _refine(target, center, scale, z):
     return z, f(z), neg_h, dec, logdet
 
 
+@jax.jit
+def _starts(x, extra):
+    """``(center, scale, [n + m, d] whitened starts)``: the rows, then the ``m`` extra starts (compiled once: eager,
+    these small steps compiled one by one on a first call)."""
+    from steinax.diagnostics._checks import whitening
+
+    center, scale = whitening(x)
+    return center, scale, jnp.concatenate([(x - center[None]) / scale[None], extra])
+
+
 _ascend_jit = eqx.filter_jit(_ascend)
 _refine_jit = eqx.filter_jit(_refine)
 _logdensities = eqx.filter_jit(lambda target, center, scale, z: jax.vmap(lambda u: target.logdensity(center + scale * u))(z))
@@ -175,19 +187,20 @@ def mode_check(target, particles, *, n_starts: int = 64, inflate: float = 4.0, a
     """
     from scipy import stats
 
-    from steinax.diagnostics._checks import checked_inputs, whitening
+    from steinax.diagnostics._checks import checked_inputs
 
     if not (np.isfinite(inflate) and inflate > 0):
         raise ValueError(f"`inflate` must be a positive number; received {inflate!r}")
     target, x, rng_key = checked_inputs(target, particles, rng_key, level, "mode check", n_starts=(n_starts, 0),
                                         ascent_steps=(ascent_steps, 1), max_rows=(max_rows, 10))
     n, d = x.shape
-    x = x[np.linspace(0, n - 1, min(n, int(max_rows))).astype(int)]
+    x = jnp.asarray(np.asarray(x)[np.linspace(0, n - 1, min(n, int(max_rows))).astype(int)])
     n = x.shape[0]
 
-    center, scale = whitening(x)
-    starts = jnp.concatenate([(x - center[None]) / scale[None],
-                              inflate * jax.random.normal(rng_key, (int(n_starts), d), x.dtype)])
+    from steinax.diagnostics._checks import host_rng
+
+    extra = inflate * host_rng(rng_key).standard_normal((int(n_starts), d))
+    center, scale, starts = _starts(x, jnp.asarray(extra, x.dtype))
     ends = _ascend_jit(target, center, scale, starts, int(ascent_steps))
     logp = np.asarray(_logdensities(target, center, scale, ends), np.float64)
     logp = np.where(np.isfinite(logp) & np.all(np.isfinite(np.asarray(ends)), axis=1), logp, -np.inf)
@@ -200,7 +213,8 @@ def mode_check(target, particles, *, n_starts: int = 64, inflate: float = 4.0, a
         if free.size == 0:
             break
         best = free[np.argmax(logp[free])]
-        m, fm, neg_h, dec, logdet = (np.asarray(a, np.float64) for a in _refine_jit(target, center, scale, ends[best]))
+        m, fm, neg_h, dec, logdet = (np.asarray(a, np.float64) for a in _refine_jit(target, center, scale,
+                                                                                       jnp.asarray(ends_np[best], x.dtype)))
         settled = bool(np.isfinite(dec) and np.isfinite(logdet) and np.isfinite(fm) and dec < SETTLED_DECREMENT * d)
         if not settled:  # -H may be indefinite there: its quadratic form says nothing about who else belongs
             group[best] = -2

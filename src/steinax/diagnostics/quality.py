@@ -48,7 +48,7 @@ from steinax.stein.gof import BOOTSTRAPS, DISCREPANCIES, GofResult, gof_test
 from steinax.stein.complete_conditional import kcc_sd
 from steinax.stein.ksd import ksd
 from steinax.stein.ksdagg import AggregatedTest
-from steinax.targets.base import as_target, evaluate_checked
+from steinax.targets.base import as_target, check_target, evaluate
 
 __all__ = ["NYSTROM_ABOVE", "SampleQuality", "as_sample_array", "draws_and_scores", "load_samples", "sample_quality"]
 
@@ -188,7 +188,8 @@ def draws_and_scores(samples, target, *, scores=None, var_names=None, dtype=None
         raise ValueError(f"`samples` have d = {x.shape[1]} columns but the target has dimension {dim}")
     logd = None
     if scores is None:
-        logd, scores = evaluate_checked(tgt, jax.random.key(0), x)
+        check_target(tgt, jax.random.key(0), x)
+        logd, scores = _evaluate_once(tgt, jax.random.key(0), x)  # compiled: eager, each operation compiles alone
     else:
         scores = jnp.asarray(_as_sample_array(scores)[0], dtype)
         if scores.shape != x.shape:
@@ -205,6 +206,9 @@ def draws_and_scores(samples, target, *, scores=None, var_names=None, dtype=None
         raise ValueError(f"the target's {what} is not finite at {rows.size} sample row(s) {rows[:5].tolist()} (first "
                          "five shown); draws outside the target's support, or a model that fails there")
     return x, scores, chains
+
+
+_evaluate_once = eqx.filter_jit(evaluate)
 
 
 @jax.jit

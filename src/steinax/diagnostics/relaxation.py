@@ -48,6 +48,8 @@ CHUNK)`` log-density and score evaluations.
 
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -113,12 +115,17 @@ class RelaxationCheck(eqx.Module):
                 f"(contraction), level {self.level} -> {verdict}")
 
 
-def _mala_chains(target, center, scale, z0, step_size, keys):
-    """``CHUNK`` BlackJAX MALA moves from each row of ``z0`` (whitened); returns ``(z, mean acceptance)``.
+def _mala_chains(target, center, scale, z0, step_size, rng_key, stream, index):
+    """``CHUNK`` BlackJAX MALA moves from each row of ``z0`` (whitened), row ``i`` with key
+    ``split(fold_in(fold_in(rng_key, stream), index), n)[i]``; returns ``(z, mean acceptance, the step adapted to
+    it)``.
 
-    Longer runs call this repeatedly (one compilation serves the pilot and the measured chains).
+    Longer runs call this repeatedly (one compilation serves the pilot and the measured chains; the keys are
+    derived inside, as eager key splits compiled programs of their own).
     """
     import blackjax
+
+    keys = jax.random.split(jax.random.fold_in(jax.random.fold_in(rng_key, stream), index), z0.shape[0])
 
     def logdensity(z):
         return target.logdensity(center + scale * z)
@@ -134,10 +141,32 @@ def _mala_chains(target, center, scale, z0, step_size, keys):
         return state.position, jnp.mean(acc)
 
     z, acc = jax.vmap(chain)(keys, z0)
-    return z, jnp.mean(acc)
+    acc = jnp.mean(acc)
+    return z, acc, step_size * jnp.exp(2.0 * (acc - TARGET_ACCEPTANCE))
 
 
 _mala_chains_jit = eqx.filter_jit(_mala_chains)  # the target's arrays traced, its functions static
+
+
+def _i32(i: int):
+    """A stream or round index as an array: traced by ``eqx.filter_jit`` (a Python int is static: one compilation
+    per value)."""
+    return np.int32(i)
+
+
+@jax.jit
+def _whitened(x):
+    from steinax.diagnostics._checks import whitening
+
+    center, scale = whitening(x)
+    return center, scale, (x - center[None]) / scale[None]
+
+
+@jax.jit
+def _growth(z0, z1, accs):
+    """``(all finite, [n] u_i, [d] coordinate growth, mean acceptance)`` of the moved chains."""
+    change = _leave_one_out_change(z0, z1)
+    return jnp.all(jnp.isfinite(z1)), jnp.mean(change, axis=1), jnp.mean(change, axis=0), jnp.mean(accs)
 _logdensities = eqx.filter_jit(lambda target, x: jax.vmap(target.logdensity)(x))
 
 
@@ -156,14 +185,23 @@ def _leave_one_out_change(z0, z1):
     return ((z1 - m) ** 2 - (z0 - m) ** 2) / v
 
 
-def _sign_flip_p_values(u, key, n_flips: int, block_length: int):
-    """One-sided p-values of ``mean(u) > 0`` and ``< 0`` from sign flips of ``u`` in blocks of ``block_length``."""
+def _sign_flip_p_values(u, key, n_flips: int, block_length: int, stream: int | None = None):
+    """One-sided p-values of ``mean(u) > 0`` and ``< 0`` from sign flips of ``u`` in blocks of ``block_length``
+    (with ``stream``, the flips' key is ``fold_in(key, stream)``)."""
+    return tuple(float(p) for p in _sign_flips(u, key, n_flips, block_length, stream))
+
+
+def _sign_flips(u, key, n_flips: int, block_length: int, stream):
+    """The flips drawn on the host (:func:`steinax.diagnostics._checks.host_rng`; stream 0 without one), in float64."""
+    from steinax.diagnostics._checks import host_rng
+
+    u = np.asarray(u, np.float64)
     n = u.shape[0]
     blocks = -(-n // block_length)
-    flips = jax.random.rademacher(key, (n_flips, blocks), dtype=u.dtype)
-    null = jnp.repeat(flips, block_length, axis=1)[:, :n] @ u / n
-    stat = jnp.mean(u)
-    return (float((1 + jnp.sum(null >= stat)) / (n_flips + 1)), float((1 + jnp.sum(null <= stat)) / (n_flips + 1)))
+    flips = host_rng(key, 0 if stream is None else stream).choice(np.array([-1.0, 1.0]), size=(n_flips, blocks))
+    null = np.repeat(flips, block_length, axis=1)[:, :n] @ u / n
+    stat = np.mean(u)
+    return (1 + np.sum(null >= stat)) / (n_flips + 1), (1 + np.sum(null <= stat)) / (n_flips + 1)
 
 
 def relaxation_check(target, particles, *, steps: int = DEFAULT_STEPS, level: float = RELAXATION_LEVEL,
@@ -187,42 +225,38 @@ def relaxation_check(target, particles, *, steps: int = DEFAULT_STEPS, level: fl
         >>> relaxation_check(logp, x).collapsed, relaxation_check(logp, 0.5 * x).collapsed
         (False, True)
     """
-    from steinax.diagnostics._checks import checked_inputs, whitening
+    from steinax.diagnostics._checks import checked_inputs
 
     if isinstance(steps, (int, np.integer)) and not isinstance(steps, bool) and steps % CHUNK:
         raise ValueError(f"`steps` must be a multiple of {CHUNK}; received {steps}")
     target, x, rng_key = checked_inputs(target, particles, rng_key, level, "relaxation check", steps=(steps, 1),
                                         n_flips=(n_flips, 1), block_length=(block_length, 1))
     n, d = x.shape
-    logp0 = _logdensities(target, x)
-    if not bool(jnp.all(jnp.isfinite(logp0))):
-        rows = np.flatnonzero(~np.isfinite(np.asarray(logp0)))[:5].tolist()
+    logp0 = np.asarray(_logdensities(target, x))
+    if not np.all(np.isfinite(logp0)):
+        rows = np.flatnonzero(~np.isfinite(logp0))[:5].tolist()
         raise ValueError(f"the target's log-density is not finite at particle rows {rows} (first five shown)")
 
-    center, scale = whitening(x)
-    z0 = (x - center[None]) / scale[None]
+    # every small step compiled (a first call's time was mostly XLA compiling eager operations one by one)
+    center, scale, z0 = _whitened(x)
     step = jnp.asarray(0.5 / d ** (1.0 / 3.0), x.dtype)
-    key_pilot, key_run, key_flip = jax.random.split(rng_key, 3)
-    for k in jax.random.split(key_pilot, PILOT_ROUNDS):
-        _, acc = _mala_chains_jit(target, center, scale, z0, step, jax.random.split(k, n))
-        step = step * jnp.exp(2.0 * (acc - TARGET_ACCEPTANCE))
+    for r in range(PILOT_ROUNDS):  # stream 0: the pilot's rounds; 1: the measured chains; 2: the sign flips
+        _, acc, step = _mala_chains_jit(target, center, scale, z0, step, rng_key, _i32(0), _i32(r))
     z1, accs = z0, []
-    for k in jax.random.split(key_run, steps // CHUNK):
-        z1, acc = _mala_chains_jit(target, center, scale, z1, step, jax.random.split(k, n))
+    for c in range(steps // CHUNK):
+        z1, acc, _ = _mala_chains_jit(target, center, scale, z1, step, rng_key, _i32(1), _i32(c))
         accs.append(acc)
-    acc = jnp.mean(jnp.stack(accs))
-    if not bool(jnp.all(jnp.isfinite(z1))):
+    finite, u, coordinate_growth, acc = _growth(z0, z1, jnp.stack(accs))
+    if not bool(finite):
         raise FloatingPointError("MALA moved a particle to a non-finite point: the target's log-density or score "
                                  "overflows near the particles")
-    change = _leave_one_out_change(z0, z1)
-    u = jnp.mean(change, axis=1)
-    p_grow, p_shrink = _sign_flip_p_values(u, key_flip, n_flips, int(block_length))
+    p_grow, p_shrink = _sign_flip_p_values(u, rng_key, n_flips, int(block_length), stream=2)
     untestable = None
     if float(acc) < MIN_ACCEPTANCE:
         untestable = (f"MALA accepted {float(acc):.2f} of its moves at step {float(step):.3g} (whitened), so the "
-                      f"particles barely moved (growth {float(jnp.mean(u)):+.3f}): the target is stiff where they sit "
+                      f"particles barely moved (growth {float(np.mean(np.asarray(u))):+.3f}): the target is stiff where they sit "
                       "(a funnel's neck?). Do not read this as a pass: compare with NUTS or more particles")
-    return RelaxationCheck(growth=float(jnp.mean(u)), coordinate_growth=jnp.mean(change, axis=0), p_value=p_grow,
+    return RelaxationCheck(growth=float(np.mean(np.asarray(u))), coordinate_growth=coordinate_growth, p_value=p_grow,
                            p_value_contraction=p_shrink, step_size=float(step), acceptance=float(acc), steps=int(steps),
                            level=float(level), collapsed=p_grow < level and untestable is None,
                            overdispersed=p_shrink < level and untestable is None, untestable=untestable)

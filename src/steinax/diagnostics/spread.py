@@ -42,6 +42,8 @@ correctness; a flag is evidence of under-dispersion that the particles themselve
 
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -98,11 +100,12 @@ def _spread_ratios(particles, scores, weights):
     return -(w @ (scores * particles) - mean * (w @ scores)) * (n / (n - 1))
 
 
+@jax.jit
 def _cross(particles, scores):
     """Mean squared z-score of ``M_hat_kl``, ``k != l``, on the sample (matrix products: no ``[n, d, d]`` tensor)."""
     n, d = particles.shape
     if d < CROSS_MIN_DIM:
-        return jnp.nan
+        return jnp.asarray(jnp.nan, particles.dtype)
     xc = particles - jnp.mean(particles, axis=0, keepdims=True)
     m1 = -(scores.T @ xc) / n                     # E[u_kl], u_ikl = -s_ik xc_il
     m2 = ((scores * scores).T @ (xc * xc)) / n    # E[u_kl^2]
@@ -134,10 +137,12 @@ def spread_check(particles, scores, *, n_bootstrap: int = 200, rng_key: jax.Arra
     n = particles.shape[0]
     if n < 3:
         raise ValueError(f"`particles` must have at least 3 rows for the spread check; received {n}")
+    from steinax.diagnostics._checks import host_rng
+
     rng_key = jax.random.key(0) if rng_key is None else rng_key
-    counts = jax.random.categorical(rng_key, jnp.zeros(n), shape=(n_bootstrap, n))
-    weights = jnp.concatenate([jnp.ones((1, n)), jax.vmap(lambda c: jnp.bincount(c, length=n))(counts)]).astype(particles.dtype)
-    t = _spread_ratios(particles, scores, weights)
+    counts = host_rng(rng_key).multinomial(n, np.full(n, 1.0 / n), size=int(n_bootstrap))  # resamples of the rows
+    weights = np.concatenate([np.ones((1, n)), counts]).astype(particles.dtype)
+    t = _spread_ratios(particles, scores, jnp.asarray(weights))
     med = np.median(np.asarray(t, np.float64), axis=1)
     median_ratio, upper = float(med[0]), float(np.quantile(med[1:], UPPER_QUANTILE))
     cross = float(_cross(particles, scores))

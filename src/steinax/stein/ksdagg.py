@@ -198,6 +198,15 @@ def aggregated_p_value(statistics, boot1, boot2, weights):
     return jnp.min(jax.vmap(lambda u: _exceedance(sorted1, boot2, weights, u))(u_l))
 
 
+@functools.partial(jax.jit, static_argnames=("b1", "bisection_steps"))
+def _decision_and_p_value(statistics, boot, weights, level, b1: int, bisection_steps: int):
+    """:func:`aggregated_decision` and :func:`aggregated_p_value` in one compiled call (``boot``'s first ``b1``
+    columns are the quantiles' copies, the rest the level correction's)."""
+    boot1, boot2 = boot[:, :b1], boot[:, b1:]
+    return (aggregated_decision(statistics, boot1, boot2, weights, level, bisection_steps),
+            aggregated_p_value(statistics, boot1, boot2, weights))
+
+
 class AggregatedTest(eqx.Module):
     """What :func:`ksdagg_test` returns.
 
@@ -308,9 +317,9 @@ def ksdagg_test(particles, scores, *, rng_key: jax.Array, bandwidths=10, weights
         # one pass for all bandwidths, the same multipliers for each (a joint bootstrap)
         stats, boot = multi_bandwidth_statistics(rng_key, b1 + b2, x, s, lam, bootstrap, length, int(chains))
     check_finite_statistic(stats, "the squared KSD at some bandwidth", s)
-    reject, u, p_values, thresholds = aggregated_decision(stats, boot[:, :b1], boot[:, b1:], jnp.asarray(w, x.dtype),
-                                                          float(level), int(bisection_steps))
-    p_value = float(aggregated_p_value(stats, boot[:, :b1], boot[:, b1:], jnp.asarray(w, x.dtype)))
+    (reject, u, p_values, thresholds), p_value = _decision_and_p_value(stats, boot, jnp.asarray(w, x.dtype), float(level),
+                                                                       int(b1), int(bisection_steps))
+    p_value = float(p_value)
     n = x.shape[0]
     return AggregatedTest(reject=bool(reject) if untestable is None else None,
                           p_value=p_value if untestable is None else float("nan"), bandwidths=lam,
