@@ -16,6 +16,7 @@ import numpy as np
 import pymc as pm
 
 import steinax
+from steinax.diagnostics import sample_quality
 from steinax.targets import from_pymc
 
 rng = np.random.default_rng(0)
@@ -35,6 +36,20 @@ t0 = time.perf_counter()
 result = steinax.run(steinax.svgd(), target, target.init_particles(jax.random.key(0), 100), steps=None,
                      rng_key=jax.random.key(1))
 print(f"{time.perf_counter() - t0:.1f} s, settled: {result.converged}")
+
+# %%
+# Always check the particles before reading them (docs: "Is my posterior right?"): the discrepancy, and the
+# collapse and missing-mode checks, which need no reference draws. A flag means: do not read the particles'
+# spread as the posterior's (more particles, another method, or NUTS).
+
+report = sample_quality(result.particles, target, spread=True)
+print(report.summary())
+print("flagged:", report.flagged)
+
+# %%
+# The DataTree: PyMC's names, dims and coordinates; the particles are not a chain, so ArviZ's summary is asked
+# for statistics only (`kind="stats"`: R-hat and ESS do not apply).
+
 tree = result.to_datatree()
 print(arviz_stats.summary(tree, kind="stats"))
 

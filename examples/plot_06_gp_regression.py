@@ -10,7 +10,6 @@ import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
-import optax
 
 import steinax
 from steinax.gp import GPRegression
@@ -20,8 +19,8 @@ X = jnp.concatenate([jax.random.uniform(key, (30, 1), minval=-3, maxval=-0.5),
                      jax.random.uniform(jax.random.fold_in(key, 1), (30, 1), minval=1.0, maxval=3)])
 y = jnp.sin(2 * X[:, 0]) + 0.15 * jax.random.normal(jax.random.fold_in(key, 2), (60,))
 model = GPRegression(X, y, kernel="se")
-result = steinax.run(steinax.svgd(), model, model.init_particles(jax.random.key(3), 10), steps=500,
-                     optimizer=optax.adam(0.05), rng_key=jax.random.key(4))
+result = steinax.run(steinax.svgd(), model, model.init_particles(jax.random.key(3), 10), rng_key=jax.random.key(4))
+print(f"settled: {result.converged} after {int(result.state.step)} steps")
 X_test = jnp.linspace(-4, 4, 200)[:, None]
 mean, var = model.predict(result.particles, X_test)
 print("hyperparameter particles (unconstrained):")
