@@ -133,14 +133,29 @@ def test_discrete_posterior_variables_are_refused_by_name():
     assert sample_quality(draws, lambda z: -0.5 * jnp.sum(z * z), var_names=["mu"]).d == 2
 
 
-def test_a_file_too_large_for_memory_is_refused_before_reading(tmp_path, monkeypatch):
-    from steinax.kernels import pairwise
+def test_a_file_too_large_for_memory_is_refused_before_reading(tmp_path, monkeypatch, capsys):
+    """The one memory budget (STEINAX_MEMORY_BUDGET as the limit) refuses a samples file from its header, in Python
+    and from the shell; an exact KSD over more draws than EXACT_MAX is refused before any pair is computed (was: a
+    134-million-row file climbed past 9 GB with no refusal of an O(n^2) job), and a large file gets a progress line."""
+    from steinax._memory import MemoryBudgetError
+    from steinax.diagnostics import quality
 
     path = tmp_path / "big.npy"
     np.save(path, np.zeros((1000, 10)))
-    monkeypatch.setattr(pairwise, "_host_available", lambda: 10_000)
-    with pytest.raises(ValueError, match="holds 10,000 values .* more than the 0.0 GiB of memory available"):
+    monkeypatch.setenv("STEINAX_MEMORY_BUDGET", "10000")
+    with pytest.raises(MemoryBudgetError, match=r"`samples` = .*big.npy' needs about .* checking its 10,000 values"):
         load_samples(str(path))
+    (tmp_path / "t.py").write_text("import jax.numpy as jnp\ndef logp(z):\n    return -0.5 * jnp.sum(z * z)\n")
+    assert cli.main(["ksd", str(path), "--target", f"{tmp_path / 't.py'}:logp"]) == 2
+    assert "nothing was allocated" in capsys.readouterr().err
+    monkeypatch.delenv("STEINAX_MEMORY_BUDGET")
+    monkeypatch.setattr(quality, "EXACT_MAX", 500)
+    x = np.random.default_rng(0).normal(size=(600, 2)).astype(np.float32)
+    with pytest.raises(ValueError, match=r"`method`='exact' on n = 600 draws: .* refused above n = 500"):
+        sample_quality(x, lambda z: -0.5 * jnp.sum(z * z), method="exact")
+    np.save(path, np.random.default_rng(0).normal(size=(500_001, 2)).astype(np.float32))
+    assert cli.main(["ksd", str(path), "--target", f"{tmp_path / 't.py'}:logp", "--no-test"]) == 0
+    assert "500,001 draws, shape (500001, 2); computing the Nystrom KSD (linear in n)" in capsys.readouterr().err
 
 
 _EXITS = "import sys\nsys.exit(0)\n"

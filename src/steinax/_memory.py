@@ -73,7 +73,9 @@ def require_memory(need: int, *, argument: str, received, what: str, hint: str =
 
 
 def _gib(n: int) -> str:
-    return f"{n / 2**30:.1f} GiB" if n >= 2**28 else f"{n / 2**20:.0f} MiB"
+    if n >= 2**28:
+        return f"{n / 2**30:.1f} GiB"
+    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
 
 
 def _host_available() -> int:

@@ -215,6 +215,7 @@ def ksd_command(args) -> int:
     kernel = None if args.kernel == "imq" else RBF(_bandwidth(args.bandwidth))
     target = _import_target(args.target)
     samples = load_samples(args.samples, args.var_names if args.samples.lower().endswith(".csv") else None)
+    _say_size(samples, args)
     res = sample_quality(samples, target, kernel=kernel, kind=args.kind, estimator=args.estimator, test=not args.no_test,
                          rng_key=jax.random.key(args.seed), n_bootstrap=args.bootstrap, level=args.level,
                          block_size=args.block_size, var_names=None if args.samples.lower().endswith(".csv") else args.var_names,
@@ -260,6 +261,25 @@ def _guard_outputs(args, inputs) -> None:
         for other_flag, other in outputs[:i]:
             if _same_file(path, other):
                 raise ValueError(f"`{flag}` and `{other_flag}` name the same file {path!r}; expected two paths")
+
+
+def _say_size(samples, args) -> None:
+    """One progress line on stderr for a large file (over 10^6 values): its size and which computation follows, so a
+    long job is not silent."""
+    import numpy as np
+
+    from steinax.diagnostics.quality import NYSTROM_ABOVE, _is_tree
+
+    if _is_tree(samples):
+        return
+    shape = np.shape(samples)
+    if int(np.prod(shape)) <= 10**6:
+        return
+    n = int(np.prod(shape[:-1])) if len(shape) > 1 else int(shape[0])
+    auto = "the Nystrom KSD (linear in n)" if n > NYSTROM_ABOVE else "the exact KSD"
+    method = {"auto": auto, "exact": "the exact KSD", "nystrom": "the Nystrom KSD (linear in n)"}[args.method]
+    print(f"steinax {args.command}: read {args.samples}: {n:,} draws, shape {tuple(shape)}; computing {method}"
+          f"{' and its test' if not args.no_test else ''} ...", file=sys.stderr, flush=True)
 
 
 def thin_command(args) -> int:

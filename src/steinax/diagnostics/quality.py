@@ -39,6 +39,7 @@ import csv
 
 import equinox as eqx
 
+from steinax._memory import MemoryBudgetError
 from steinax._validation import as_float_input, check_particles
 from steinax.diagnostics.modes import ModeCheck, mode_check
 from steinax.diagnostics.relaxation import RelaxationCheck, relaxation_check
@@ -50,7 +51,11 @@ from steinax.stein.ksd import ksd
 from steinax.stein.ksdagg import AggregatedTest
 from steinax.targets.base import as_target, check_target, evaluate
 
-__all__ = ["NYSTROM_ABOVE", "SampleQuality", "as_sample_array", "draws_and_scores", "load_samples", "sample_quality"]
+EXACT_MAX = 500_000
+"""``method='exact'`` is refused above this many draws (1.25e11 Stein-kernel pairs: the discrepancy alone takes
+about an hour on two CPU cores, its test B times more)."""
+
+__all__ = ["EXACT_MAX", "NYSTROM_ABOVE", "SampleQuality", "as_sample_array", "draws_and_scores", "load_samples", "sample_quality"]
 
 NYSTROM_ABOVE = 50_000
 """``method="auto"`` measures more samples than this with the Nyström KSD (the exact statistic's ``n^2`` pairs
@@ -342,6 +347,8 @@ def load_samples(path: str, var_names=None):
         return xr.open_datatree(path, engine="h5netcdf").load()  # ArviZ's DataTree files
     except ImportError as exc:
         raise ValueError(f"reading {path!r} needs the `arviz` extra (pip install arviz-base h5netcdf): {exc}") from exc
+    except MemoryBudgetError:
+        raise  # already names the file and the estimate
     except ValueError as exc:
         raise ValueError(f"could not use samples file {path!r}: {exc}") from exc
     except (OSError, EOFError, KeyError) as exc:
@@ -354,15 +361,16 @@ _COPIES = 8
 
 
 def _check_fits(path: str, shape) -> None:
-    from steinax.kernels.pairwise import _host_available
+    """Refuse, from its header and before reading it, a samples file whose checking would not fit the memory budget
+    (:func:`steinax._memory.require_memory`)."""
+    from steinax._memory import require_memory
 
     values = int(np.prod(shape)) if len(shape) else 1
-    need, have = _COPIES * 4 * values, _host_available()
-    if need > have:
-        raise ValueError(
-            f"{path!r} holds {values:,} values (shape {tuple(shape)}); checking them needs about {need / 2**30:.1f} GiB, "
-            f"more than the {have / 2**30:.1f} GiB of memory available. Thin or subsample the draws first, or use "
-            "steinax.stein.block_ksd (linear time) on a memory-mapped array in Python")
+    require_memory(_COPIES * 4 * values, argument="samples", received=path,
+                   what=f"checking its {values:,} values (shape {tuple(shape)}: the draws, their scores and the "
+                        "computation's copies)",
+                   hint="Thin or subsample the draws first, or use steinax.stein.block_ksd (linear time) on a "
+                        "memory-mapped array in Python.")
 
 
 def _read_csv(path: str, var_names=None) -> np.ndarray:
@@ -525,6 +533,12 @@ def sample_quality(
         raise ValueError(f"`method='nystrom'` needs kind='ksd'; received kind={kind!r}")
     if method == "auto":
         method = "nystrom" if kind == "ksd" and x.shape[0] > NYSTROM_ABOVE else "exact"
+    if method == "exact" and x.shape[0] > EXACT_MAX:
+        n = int(x.shape[0])
+        raise ValueError(f"`method`='exact' on n = {n:,} draws: the exact {kind.upper()} sums n^2 / 2 = {n * n / 2:.2g} "
+                         f"Stein-kernel pairs (and its test B times as many products), hours to days; refused above "
+                         f"n = {EXACT_MAX:,}. Use method='nystrom' (linear in n: what 'auto' picks above "
+                         f"{NYSTROM_ABOVE:,}) or thin the draws first")
     if aggregated is None:
         aggregated = default_kernel and kind == "ksd" and method == "exact"
     elif aggregated and method == "nystrom":
