@@ -23,6 +23,7 @@ TINY = {
     "bnn/boston_gap.py": ["--splits", "1", "--checkpoints", "2", "4", "--particles", "4"],
     "diagnostics/control_variates_coverage.py": ["--reps", "2", "--draws", "120", "--targets", "skewed_t5", "beta_binomial"],
     "diagnostics/control_variates_tails.py": ["--reps", "4", "--draws", "124"],
+    "diagnostics/control_variates_gamma.py": ["--reps", "3", "--draws", "120"],
     "guides/tuning.py": ["--quick"],
     "diagnostics/compress_biased_chain.py": ["--log4n", "3", "--seeds", "1"],
     "diagnostics/ksdagg_calibration.py": ["--reps", "2", "--power-reps", "2", "--phis", "0.0", "--shifts", "0.3",

@@ -333,7 +333,8 @@ def test_bad_input(tmp_path, key):
 def test_a_resume_with_another_optimizer_is_refused_by_behaviour(train, tmp_path, key):
     """Was: a checkpoint of Adam(0.05) resumed under Adam(0.5) returned the 0.05 schedule bit for bit, nothing trained
     (optax keeps hyperparameters in closures: the state's structure is the same). Now the optimizer's update at steps
-    0 to 10^6 is stored and compared: another learning rate, or a schedule that differs only after step 0, is named."""
+    0 to 10^6 is stored and compared: another learning rate, or a schedule that differs only after step 0, is named;
+    so are other initial particles and another loss (the first problem of a fixed batch)."""
     import steinax.checkpoint as ckpt
 
     target, problem = _gmm_problem(n=10, m=20, dtype=jnp.float32)
@@ -344,5 +345,15 @@ def test_a_resume_with_another_optimizer_is_refused_by_behaviour(train, tmp_path
     for other in (optax.adam(optax.constant_schedule(0.5)), optax.adam(later)):
         with pytest.raises(ckpt.CheckpointMismatchError, match="the optimizer's update at steps 0 to 10"):
             train(problem, unfold.mmd_loss(), 2, **common, optimizer=other, checkpoint=path)
+    # other initial particles (x0) or another loss, the same optimizer: refused, named
+    def moved(key):  # the same problems with their initial particles shifted
+        base = problem(key)
+        return unfold.Problem(base.particles + 1.0, data=base.data)
+
+    with pytest.raises(ckpt.CheckpointMismatchError, match="the problems' initial particles"):
+        train(moved, unfold.mmd_loss(), 2, **common, optimizer=optax.adam(optax.constant_schedule(0.05)), checkpoint=path)
+    with pytest.raises(ckpt.CheckpointMismatchError, match="the loss at those particles"):
+        train(problem, unfold.mmd_loss(bandwidth=0.5), 2, **common, optimizer=optax.adam(optax.constant_schedule(0.05)),
+              checkpoint=path)
     # the same optimizer, rebuilt: resumed (a finished file returns its schedule)
     train(problem, unfold.mmd_loss(), 2, **common, optimizer=optax.adam(optax.constant_schedule(0.05)), checkpoint=path)

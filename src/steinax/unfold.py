@@ -484,31 +484,41 @@ def _bar(progress, total, desc):
 
 def _training_fingerprint(name, params, stages, epochs, batch_size, method, target, opt_state, rng_key) -> dict:
     """What must match for a checkpoint to be resumed: the trainer, its settings, the initial parameters, the
-    method and target (as pytrees), the optimizer state's structure and the key; the optimizer's hyperparameters by
-    behaviour (:func:`_check_training_probe`). ``problems`` and ``loss`` are functions and cannot be compared (the
-    docstrings say so)."""
+    method and target (as pytrees), the optimizer state's structure and the key; the optimizer's hyperparameters, the
+    problems' initial particles and the loss by behaviour (:func:`_training_probe`)."""
     from steinax.checkpoint import computation_fingerprint, fingerprint_tree
 
     return {"kind": name, "stages": list(map(int, stages)), "epochs": int(epochs), "batch_size": int(batch_size),
             "initial": fingerprint_tree(params), **computation_fingerprint(method, target, opt_state, rng_key)}
 
 
-def _check_training_probe(path, stored_leaves, signature, resume_update) -> None:
-    """Refuse a trainer's checkpoint written with another optimizer (its learning rate or schedule), by behaviour:
-    :func:`steinax.checkpoint.optimizer_signature` and the update from the stored state."""
+_TRAINING_LABELS = {"particles": "the problems' initial particles (the first problem of the fixed probe batch)",
+                    "loss": "the loss at those particles (the problems' data, or the loss function)"}
+
+
+def _training_probe(problem_batch, loss, signature, resume_update) -> dict:
+    """What a trainer's checkpoint stores to be compared by behaviour on resume: the optimizer's signature and update
+    from the state (:func:`steinax.checkpoint.optimizer_signature`), and the first problem of a fixed batch with the
+    loss at its initial particles (another ``x0``, other data or another loss)."""
+    problem = jax.tree.map(lambda a: a[0], problem_batch)
+    return {"loss": jnp.asarray(loss(problem.particles, problem)), "particles": problem.particles,
+            "resume_update": resume_update, "update": signature}
+
+
+def _check_training_probe(path, stored_leaves, now: dict) -> None:
+    """Refuse a trainer's checkpoint whose probe (:func:`_training_probe`) behaves differently now, naming what."""
     from steinax.checkpoint import OPTIMIZER_LABELS, CheckpointMismatchError, compare_behaviour
 
-    now = {"resume_update": resume_update, "update": signature}  # a dict's leaves flatten in key order
-    counts = [len(jax.tree_util.tree_leaves(now[k])) for k in sorted(now)]
-    if len(stored_leaves) != sum(counts):
-        raise CheckpointMismatchError(f"checkpoint {path!r} holds no optimizer probe (written by another version); use "
+    structure = jax.tree_util.tree_structure(now)  # a dict's leaves flatten in key order
+    if len(stored_leaves) != structure.num_leaves:
+        raise CheckpointMismatchError(f"checkpoint {path!r} holds another probe (written by another version); use "
                                       "another path or delete it")
-    stored = {"resume_update": stored_leaves[:counts[0]], "update": stored_leaves[counts[0]:]}
-    diffs = compare_behaviour(stored, {k: jax.tree_util.tree_leaves(v) for k, v in now.items()}, OPTIMIZER_LABELS)
+    stored = jax.tree_util.tree_unflatten(structure, stored_leaves)
+    diffs = compare_behaviour(stored, now, {**_TRAINING_LABELS, **OPTIMIZER_LABELS})
     if diffs:
-        raise CheckpointMismatchError(f"checkpoint {path!r} was written by a training with another optimizer and is not "
-                                      "resumed: " + "; ".join(diffs) + ". Use another checkpoint path, or delete the "
-                                      "file to start afresh.")
+        raise CheckpointMismatchError(f"checkpoint {path!r} was written by another training and is not resumed: "
+                                      + "; ".join(diffs) + ". Use another checkpoint path, or delete the file to start "
+                                      "afresh.")
 
 
 def _check_checkpoint_args(checkpoint, checkpoint_every):
@@ -532,7 +542,8 @@ def _train(params, to_steps, T, stages, problems, loss, *, method, target, epoch
 
     sample = _problem_sampler(problems)
     key_check, rng_key = jax.random.split(rng_key)
-    _check_loss(loss, sample(key_check, 1), target)
+    probe_batch = sample(key_check, 1)
+    _check_loss(loss, probe_batch, target)
     opt_state = optimizer.init(params)
 
     @eqx.filter_jit
@@ -561,13 +572,14 @@ def _train(params, to_steps, T, stages, problems, loss, *, method, target, epoch
             trees, meta = load_checkpoint(checkpoint, {"params": params, "opt_state": opt_state, "rng_key": rng_key,
                                                        "losses": None, "stage_of": None, "probe": None}, fingerprint)
             params, opt_state, rng_key = trees["params"], trees["opt_state"], trees["rng_key"]
-            _check_training_probe(checkpoint, trees["probe"], signature, update_from(optimizer, params, opt_state))
+            _check_training_probe(checkpoint, trees["probe"], _training_probe(
+                probe_batch, loss, signature, update_from(optimizer, params, opt_state)))
             losses = [float(v) for v in np.asarray(trees["losses"][0]).ravel()] if trees["losses"] else []
             stage_of = [int(v) for v in np.asarray(trees["stage_of"][0]).ravel()] if trees["stage_of"] else []
             done, elapsed = int(meta["epochs_done"]), float(meta["seconds"])
 
     def save(count, seconds):
-        probe = {"update": signature, "resume_update": update_from(optimizer, params, opt_state)}
+        probe = _training_probe(probe_batch, loss, signature, update_from(optimizer, params, opt_state))
         save_checkpoint(checkpoint, {"params": params, "opt_state": opt_state, "rng_key": rng_key,
                                      "losses": np.asarray(losses, np.float64), "stage_of": np.asarray(stage_of, np.int64),
                                      "probe": probe},
@@ -652,8 +664,10 @@ def train_dusvgd(
             the settings, initial values, method, target, optimizer state and key, and the optimizer's
             behaviour (its update at steps 0 to 10^6 and at the epoch resumed from:
             :func:`steinax.checkpoint.optimizer_signature`; another learning rate or schedule is
-            refused, naming it); ``problems`` and ``loss`` are functions and are not compared (use a
-            new path when changing them). A finished training's file returns its schedule at once.
+            refused, naming it), and the first problem of a fixed batch with the loss at its initial
+            particles (another ``x0``, other data or another loss is refused). What no probe sees: a
+            change to ``problems`` or ``loss`` away from that problem. A finished training's file returns
+            its schedule at once.
         checkpoint_every: epochs between saves.
 
     Returns:
