@@ -68,7 +68,7 @@ def rejections(phi, reps, chains, draws, d, n_bootstrap, level, seed):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UntestableWarning)
                 res = gof_test(x, -x, rng_key=k_boot, n_bootstrap=n_bootstrap, level=level, bootstrap=mode, chains=chains)
-            counts[mode] += int(res.reject)
+            counts[mode] += bool(res.reject)  # None (untestable, no decision) is not a rejection
             if mode == "dependent":
                 lengths.append(res.block_length)
                 untestable += res.untestable is not None
