@@ -51,8 +51,13 @@ class CheckpointMismatchError(ValueError):
     """A checkpoint was written by a different computation (method, target shape, optimizer, key, ...)."""
 
 
+def without_addresses(text: str) -> str:
+    """``text`` without ``" at 0x..."`` memory addresses (a repr or tree structure comparable across processes)."""
+    return _ADDRESS.sub("", text)
+
+
 def _structure(tree) -> str:
-    return _ADDRESS.sub("", str(jax.tree_util.tree_structure(tree)))
+    return without_addresses(str(jax.tree_util.tree_structure(tree)))
 
 
 def _is_key(leaf) -> bool:
@@ -77,7 +82,7 @@ def fingerprint_tree(tree) -> str:
             h.update(f"{arr.shape}{arr.dtype}".encode())
             h.update(np.ascontiguousarray(arr).tobytes())
         else:
-            h.update(_ADDRESS.sub("", repr(leaf)).encode())
+            h.update(without_addresses(repr(leaf)).encode())
     return h.hexdigest()[:16]
 
 
@@ -138,10 +143,14 @@ OPTIMIZER_LABELS = {"update": "the optimizer's update at steps 0 to 10^6 (its le
                     "resume_update": "the optimizer's update at the step resumed from (its schedule there)"}
 
 
+BEHAVIOUR_ULPS = 16
+"""The same code on the same inputs agrees to rounding: behaviour compared within this many ulps of the dtype,
+relative to the largest magnitude (at least 1) (:func:`compare_behaviour`, and the init/step pair's origin check)."""
+
+
 def compare_behaviour(stored: dict, now: dict, labels: dict) -> list[str]:
     """The entries of ``labels`` (name -> what it measures) whose arrays differ between ``stored`` and ``now``
-    by more than rounding (16 ulp of the dtype, relative to the largest stored magnitude), as sentences;
-    missing entries are skipped."""
+    by more than rounding (:data:`BEHAVIOUR_ULPS`), as sentences; missing entries are skipped."""
     import jax.numpy as jnp
 
     diffs = []
@@ -153,7 +162,8 @@ def compare_behaviour(stored: dict, now: dict, labels: dict) -> list[str]:
             eps = float(jnp.finfo(jnp.result_type(b)).eps) if jnp.issubdtype(jnp.result_type(b), jnp.floating) else 0
             a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
             scale = max(1.0, float(np.nanmax(np.abs(a), initial=0.0)))
-            if a.shape != b.shape or not np.allclose(a, b, rtol=16 * eps, atol=16 * eps * scale, equal_nan=True):
+            tol = BEHAVIOUR_ULPS * eps
+            if a.shape != b.shape or not np.allclose(a, b, rtol=tol, atol=tol * scale, equal_nan=True):
                 gap = (f"max |difference| {float(np.nanmax(np.abs(a - b)))}" if a.shape == b.shape
                        else f"shape {a.shape} vs {b.shape}")
                 diffs.append(f"{label} differs ({gap})")

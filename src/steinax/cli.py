@@ -62,10 +62,7 @@ def demo(args) -> int:
                   file=sys.stderr)
             return 2
         methods = {m: methods[m] for m in names}
-    if args.out:
-        from steinax._io import check_output
-
-        check_output(args.out, name="--out")  # before the runs: a figure that cannot be written fails now
+    _guard_outputs(args, [])  # before the runs: a figure that cannot be written fails now
     key = jax.random.key(args.seed)
     length = "until settled (steps=None: at most 20000)" if steps is None else f"{steps} steps"
     rule = "Adam 0.05 (each method's default)" if optimizer is None else f"AdaGrad-momentum (Liu & Wang) lr {args.lr}"

@@ -31,6 +31,13 @@ def checked_inputs(target, particles, rng_key, level, check: str, **integers):
 
 
 @jax.jit
+def whitened(x):
+    """``(center, scale, (x - center) / scale)``: the particles in the coordinates both checks move them in."""
+    center, scale = whitening(x)
+    return center, scale, (x - center[None]) / scale[None]
+
+
+@jax.jit
 def whitening(x):
     """``(center, scale)``: the particles' mean and per-coordinate sd, the sd floored at ``sqrt(eps) (1 + |center|)``
     so that a coordinate where every particle agrees (a MAP ensemble) is whitened by a floor, not by 0."""

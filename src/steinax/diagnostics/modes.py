@@ -43,8 +43,6 @@ checks' job). Cost: ``(n + n_starts) * ascent_steps`` score evaluations and one 
 
 from __future__ import annotations
 
-import functools
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -148,16 +146,6 @@ def _refine(target, center, scale, z):
     return z, f(z), neg_h, dec, logdet
 
 
-@jax.jit
-def _starts(x, extra):
-    """``(center, scale, [n + m, d] whitened starts)``: the rows, then the ``m`` extra starts (compiled once: eager,
-    these small steps compiled one by one on a first call)."""
-    from steinax.diagnostics._checks import whitening
-
-    center, scale = whitening(x)
-    return center, scale, jnp.concatenate([(x - center[None]) / scale[None], extra])
-
-
 _ascend_jit = eqx.filter_jit(_ascend)
 _refine_jit = eqx.filter_jit(_refine)
 _logdensities = eqx.filter_jit(lambda target, center, scale, z: jax.vmap(lambda u: target.logdensity(center + scale * u))(z))
@@ -197,10 +185,11 @@ def mode_check(target, particles, *, n_starts: int = 64, inflate: float = 4.0, a
     x = jnp.asarray(np.asarray(x)[np.linspace(0, n - 1, min(n, int(max_rows))).astype(int)])
     n = x.shape[0]
 
-    from steinax.diagnostics._checks import host_rng
+    from steinax.diagnostics._checks import host_rng, whitened
 
     extra = inflate * host_rng(rng_key).standard_normal((int(n_starts), d))
-    center, scale, starts = _starts(x, jnp.asarray(extra, x.dtype))
+    center, scale, z = whitened(x)
+    starts = np.concatenate([np.asarray(z), extra]).astype(z.dtype)  # the rows, then the extra starts
     ends = _ascend_jit(target, center, scale, starts, int(ascent_steps))
     logp = np.asarray(_logdensities(target, center, scale, ends), np.float64)
     logp = np.where(np.isfinite(logp) & np.all(np.isfinite(np.asarray(ends)), axis=1), logp, -np.inf)

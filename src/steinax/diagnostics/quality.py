@@ -49,7 +49,7 @@ from steinax.stein.gof import BOOTSTRAPS, DISCREPANCIES, GofResult, gof_test
 from steinax.stein.complete_conditional import kcc_sd
 from steinax.stein.ksd import ksd
 from steinax.stein.ksdagg import AggregatedTest
-from steinax.targets.base import as_target, check_target, evaluate
+from steinax.targets.base import as_target, evaluate_checked
 
 EXACT_MAX = 500_000
 """``method='exact'`` is refused above this many draws (1.25e11 Stein-kernel pairs: the discrepancy alone takes
@@ -193,8 +193,7 @@ def draws_and_scores(samples, target, *, scores=None, var_names=None, dtype=None
         raise ValueError(f"`samples` have d = {x.shape[1]} columns but the target has dimension {dim}")
     logd = None
     if scores is None:
-        check_target(tgt, jax.random.key(0), x)
-        logd, scores = _evaluate_once(tgt, jax.random.key(0), x)  # compiled: eager, each operation compiles alone
+        logd, scores = evaluate_checked(tgt, jax.random.key(0), x)
     else:
         scores = jnp.asarray(_as_sample_array(scores)[0], dtype)
         if scores.shape != x.shape:
@@ -211,9 +210,6 @@ def draws_and_scores(samples, target, *, scores=None, var_names=None, dtype=None
         raise ValueError(f"the target's {what} is not finite at {rows.size} sample row(s) {rows[:5].tolist()} (first "
                          "five shown); draws outside the target's support, or a model that fails there")
     return x, scores, chains
-
-
-_evaluate_once = eqx.filter_jit(evaluate)
 
 
 @jax.jit

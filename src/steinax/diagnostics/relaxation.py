@@ -48,8 +48,6 @@ CHUNK)`` log-density and score evaluations.
 
 from __future__ import annotations
 
-import functools
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -155,14 +153,6 @@ def _i32(i: int):
 
 
 @jax.jit
-def _whitened(x):
-    from steinax.diagnostics._checks import whitening
-
-    center, scale = whitening(x)
-    return center, scale, (x - center[None]) / scale[None]
-
-
-@jax.jit
 def _growth(z0, z1, accs):
     """``(all finite, [n] u_i, [d] coordinate growth, mean acceptance)`` of the moved chains."""
     change = _leave_one_out_change(z0, z1)
@@ -185,23 +175,18 @@ def _leave_one_out_change(z0, z1):
     return ((z1 - m) ** 2 - (z0 - m) ** 2) / v
 
 
-def _sign_flip_p_values(u, key, n_flips: int, block_length: int, stream: int | None = None):
-    """One-sided p-values of ``mean(u) > 0`` and ``< 0`` from sign flips of ``u`` in blocks of ``block_length``
-    (with ``stream``, the flips' key is ``fold_in(key, stream)``)."""
-    return tuple(float(p) for p in _sign_flips(u, key, n_flips, block_length, stream))
-
-
-def _sign_flips(u, key, n_flips: int, block_length: int, stream):
-    """The flips drawn on the host (:func:`steinax.diagnostics._checks.host_rng`; stream 0 without one), in float64."""
+def _sign_flip_p_values(u, key, n_flips: int, block_length: int, stream: int = 0):
+    """One-sided p-values of ``mean(u) > 0`` and ``< 0`` from sign flips of ``u`` in blocks of ``block_length``, the
+    flips drawn on the host (:func:`steinax.diagnostics._checks.host_rng` of ``key`` and ``stream``), in float64."""
     from steinax.diagnostics._checks import host_rng
 
     u = np.asarray(u, np.float64)
     n = u.shape[0]
     blocks = -(-n // block_length)
-    flips = host_rng(key, 0 if stream is None else stream).choice(np.array([-1.0, 1.0]), size=(n_flips, blocks))
+    flips = host_rng(key, stream).choice(np.array([-1.0, 1.0]), size=(n_flips, blocks))
     null = np.repeat(flips, block_length, axis=1)[:, :n] @ u / n
     stat = np.mean(u)
-    return (1 + np.sum(null >= stat)) / (n_flips + 1), (1 + np.sum(null <= stat)) / (n_flips + 1)
+    return float((1 + np.sum(null >= stat)) / (n_flips + 1)), float((1 + np.sum(null <= stat)) / (n_flips + 1))
 
 
 def relaxation_check(target, particles, *, steps: int = DEFAULT_STEPS, level: float = RELAXATION_LEVEL,
@@ -225,7 +210,7 @@ def relaxation_check(target, particles, *, steps: int = DEFAULT_STEPS, level: fl
         >>> relaxation_check(logp, x).collapsed, relaxation_check(logp, 0.5 * x).collapsed
         (False, True)
     """
-    from steinax.diagnostics._checks import checked_inputs
+    from steinax.diagnostics._checks import checked_inputs, whitened
 
     if isinstance(steps, (int, np.integer)) and not isinstance(steps, bool) and steps % CHUNK:
         raise ValueError(f"`steps` must be a multiple of {CHUNK}; received {steps}")
@@ -238,7 +223,7 @@ def relaxation_check(target, particles, *, steps: int = DEFAULT_STEPS, level: fl
         raise ValueError(f"the target's log-density is not finite at particle rows {rows} (first five shown)")
 
     # every small step compiled (a first call's time was mostly XLA compiling eager operations one by one)
-    center, scale, z0 = _whitened(x)
+    center, scale, z0 = whitened(x)
     step = jnp.asarray(0.5 / d ** (1.0 / 3.0), x.dtype)
     for r in range(PILOT_ROUNDS):  # stream 0: the pilot's rounds; 1: the measured chains; 2: the sign flips
         _, acc, step = _mala_chains_jit(target, center, scale, z0, step, rng_key, _i32(0), _i32(r))

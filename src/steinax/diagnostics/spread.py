@@ -42,8 +42,6 @@ correctness; a flag is evidence of under-dispersion that the particles themselve
 
 from __future__ import annotations
 
-import functools
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp

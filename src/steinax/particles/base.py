@@ -27,7 +27,6 @@ optimizer.
 from __future__ import annotations
 
 import abc
-import re
 
 import equinox as eqx
 import jax
@@ -65,12 +64,11 @@ class StepInfo(eqx.Module):
     method: dict
 
 
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-
-
 def check_optimizer_state(optimizer, state, name: str = "initial_state") -> None:
     """``state.opt_state`` must be the state of an optimizer like ``optimizer`` (same structure and shapes).
     Static (shapes only): callable while tracing a compiled step."""
+    from steinax.checkpoint import without_addresses
+
     want = jax.eval_shape(optimizer.init, state.particles)
     got_struct, want_struct = jax.tree_util.tree_structure(state.opt_state), jax.tree_util.tree_structure(want)
     same = got_struct == want_struct and all(
@@ -79,7 +77,7 @@ def check_optimizer_state(optimizer, state, name: str = "initial_state") -> None
     if not same:
         raise ValueError(
             f"`{name}` holds the state of another optimizer than `optimizer` "
-            f"(its state is {_ADDRESS.sub('', str(got_struct))}; `optimizer` needs {_ADDRESS.sub('', str(want_struct))}); "
+            f"(its state is {without_addresses(str(got_struct))}; `optimizer` needs {without_addresses(str(want_struct))}); "
             "resume with the optimizer of the run that produced it"
         )
 
@@ -99,7 +97,9 @@ def origin_of(optimizer, particles: jax.Array) -> jax.Array:
 
 def origin_differs(optimizer, state) -> jax.Array:
     """Whether ``state.origin`` is another optimizer's (a traced boolean; False for a state without origin).
-    Rounding aside (16 ulp), the same optimizer gives the same signature."""
+    Rounding aside (:data:`steinax.checkpoint.BEHAVIOUR_ULPS`), the same optimizer gives the same signature."""
+    from steinax.checkpoint import BEHAVIOUR_ULPS
+
     if state.origin is None:
         return jnp.asarray(False)
     want = origin_of(optimizer, state.particles)
@@ -107,7 +107,7 @@ def origin_differs(optimizer, state) -> jax.Array:
         return jnp.asarray(True)
     eps = jnp.finfo(want.dtype).eps
     scale = jnp.maximum(1.0, jnp.max(jnp.abs(want)))
-    return jnp.any(jnp.abs(want - state.origin) > 16 * eps * scale)
+    return jnp.any(jnp.abs(want - state.origin) > BEHAVIOUR_ULPS * eps * scale)
 
 
 ORIGIN_MESSAGE = ("the state was made with another optimizer than this algorithm's (its update at steps 0 to 10^6 "

@@ -217,8 +217,8 @@ def run_until_converged(method, target, particles, *, rng_key, optimizer=None, m
     if converged:
         identity = stein_identity(target, result.particles)
         info["stein_identity"] = [float(v) for v in identity]
-        worst = int(np.argmax(identity))
-        if identity[worst] > STEIN_IDENTITY_LIMIT:
+        worst = int(np.argmax(np.where(np.isfinite(identity), identity, np.inf)))
+        if not identity[worst] <= STEIN_IDENTITY_LIMIT:  # a non-finite value fails too: never a silent pass
             converged = False
             warnings.warn(f"the particles stopped moving but do not fit the target: in coordinate {worst} the mean of "
                           f"score x (x - mean) is {identity[worst]:.3g}, where a sample of any proper target gives -1 "
@@ -245,9 +245,9 @@ def stein_identity(target, particles) -> np.ndarray:
     """``[d]`` the particle average of ``s_k(x) (x_k - mean_k)``: Stein's identity with ``f(x) = x_k`` gives
     ``E_p[s_k(x) (x_k - mu_k)] = -1`` for every proper density with finite variance (integration by parts); a flat
     or improper direction gives 0 (module docstring)."""
-    from steinax.targets.base import as_target, evaluate
+    from steinax.targets.base import as_target, evaluate_compiled
 
-    _, scores = evaluate(as_target(target), jax.random.key(0), particles)
+    _, scores = evaluate_compiled(as_target(target), jax.random.key(0), particles)
     x, s = np.asarray(particles, np.float64), np.asarray(scores, np.float64)
     return np.mean(s * (x - x.mean(axis=0)), axis=0)
 

@@ -29,7 +29,6 @@ import dataclasses
 import itertools
 import math
 import os
-import re
 import sys
 import time
 
@@ -43,7 +42,8 @@ from steinax._io import check_writable
 from steinax._platform import on_cpu_else
 from steinax._validation import check_key, check_particles
 from steinax.checkpoint import (OPTIMIZER_LABELS, CheckpointMismatchError, compare_behaviour, computation_fingerprint,
-                                fingerprint_tree, load_checkpoint, optimizer_signature, save_checkpoint, update_from)
+                                fingerprint_tree, load_checkpoint, optimizer_signature, save_checkpoint, update_from,
+                                without_addresses)
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel
 from steinax.particles.base import AbstractParticleMethod, ParticleState, check_optimizer_state, check_origin
 from steinax.particles.converge import particle_moments, settle_window_start
@@ -626,7 +626,7 @@ def _run_fingerprint(method, target, state, optimizer, rng_key, trace_every, dia
     return {
         "kind": "steinax.run",
         "method": type(method).__name__,
-        "method_config": _ADDRESS.sub("", repr(method)),
+        "method_config": without_addresses(repr(method)),
         **computation_fingerprint(method, target, state.opt_state, rng_key),
         "target": type(target).__name__,
         "particles": list(state.particles.shape),
@@ -638,7 +638,6 @@ def _run_fingerprint(method, target, state, optimizer, rng_key, trace_every, dia
     }
 
 
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _PROBE_POINTS = 3
 
 

@@ -225,6 +225,9 @@ def resolve_block_length(block_length, samples, chains: int) -> int:
     return int(block_length)
 
 
+BOOTSTRAP_HINT = "The test's level is resolved to about 1 / B: B of a few thousand is plenty."
+"""What a refusal of a huge ``n_bootstrap`` suggests (every test)."""
+
 MIN_TEST_SAMPLES = 20
 """The fewest samples a test takes. Below it the wild bootstrap has too few sign patterns (``2^(n-1)``) and too
 few pairs to approximate the statistic's law: two exact draws got "REJECT, p = 0"."""
@@ -259,7 +262,7 @@ def checked_test_inputs(particles, scores, rng_key, estimator, level, n_bootstra
     draws = int(np.sum(np.asarray(n_bootstrap, dtype=object)))
     require_memory(4 * draws * int(statistics) * particles.dtype.itemsize, argument="n_bootstrap", received=n_bootstrap,
                    what=f"{draws:,} bootstrap statistics of {int(statistics)} kernel(s) and their sorted copies",
-                   hint="The test's level is resolved to about 1 / B: B of a few thousand is plenty.")
+                   hint=BOOTSTRAP_HINT)
     if isinstance(chains, bool) or not isinstance(chains, (int, np.integer)) or chains < 1 or n % chains:
         raise ValueError(f"`chains` must be a positive integer dividing n = {n}; received {chains!r}")
     if bootstrap == "dependent" and n // chains < 4:

@@ -42,7 +42,7 @@ from steinax._validation import check_finite_statistic
 from steinax.kernels.base import IMQ, as_kernel
 from steinax.kernels.pairwise import fold_row_blocks
 from steinax._memory import require_memory
-from steinax.stein.gof import GofResult, checked_test_inputs
+from steinax.stein.gof import BOOTSTRAP_HINT, GofResult, checked_test_inputs
 from steinax.stein.ksd import stein_kernel_matrix
 
 __all__ = ["default_landmarks", "nystrom_ksd_test", "nystrom_ksd"]
@@ -151,7 +151,7 @@ def nystrom_ksd_test(particles, scores, kernel=None, *, rng_key: jax.Array, land
     m = _checked_landmarks(landmarks, n)
     require_memory(3 * int(n_bootstrap) * m * x.dtype.itemsize, argument="n_bootstrap", received=n_bootstrap,
                    what=f"the bootstrap's [B, m] = [{int(n_bootstrap):,}, {m}] projections onto the landmarks",
-                   hint="The test's level is resolved to about 1 / B: B of a few thousand is plenty.")
+                   hint=BOOTSTRAP_HINT)
     stride = n // m
     kernel = as_kernel(kernel, IMQ()).resolve(x[jnp.arange(m) * stride])
     stat, boot = _nystrom_pass(x, s, kernel, m, stride, rng_key, int(n_bootstrap), bootstrap, int(length or 2),

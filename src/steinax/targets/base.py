@@ -364,6 +364,10 @@ def evaluate(target: AbstractTarget, rng_key: jax.Array, particles: jax.Array):
     return _per_particle_if_needed(target.evaluate, rng_key, particles)
 
 
+evaluate_compiled = eqx.filter_jit(evaluate)
+""":func:`evaluate` compiled once per target (the target's functions static, its arrays traced)."""
+
+
 def curvature(target: AbstractTarget, name: str, rng_key: jax.Array, particles: jax.Array):
     """``target.curvature(name, rng_key, particles)``, safe on XLA:CPU as :func:`evaluate` (not for ``"kfac"``,
     whose factors are not per-particle arrays; steinax's own KFAC factorises serially)."""
@@ -373,9 +377,10 @@ def curvature(target: AbstractTarget, name: str, rng_key: jax.Array, particles: 
 
 
 def evaluate_checked(target: AbstractTarget, rng_key: jax.Array, particles: jax.Array, name: str = "target"):
-    """``target.evaluate(rng_key, particles)`` after :func:`check_target`."""
+    """``target.evaluate(rng_key, particles)`` after :func:`check_target`, as one compiled program (host callers
+    outside a loop: evaluated eagerly, each operation of the log-density and its gradient compiled on its own)."""
     check_target(target, rng_key, particles, name)
-    return evaluate(target, rng_key, particles)
+    return evaluate_compiled(target, rng_key, particles)
 
 
 _UNTRACEABLE = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
