@@ -28,6 +28,20 @@ TOL = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _global_precision_unchanged(request):
+    """A test (or the code it runs: an experiment's ``main``, the CLI in-process) must not leave JAX's 64-bit mode
+    switched: a leaked ``jax.config.update("jax_enable_x64", True)`` changes every later test on the same xdist
+    worker (CI once failed six unrelated tests that way). The flag is restored, and the test that changed it fails."""
+    before = bool(jax.config.read("jax_enable_x64"))
+    yield
+    after = bool(jax.config.read("jax_enable_x64"))
+    if after != before:
+        jax.config.update("jax_enable_x64", before)
+        pytest.fail(f"{request.node.nodeid} left jax_enable_x64 {after} (it was {before}); scope it with "
+                    "`with jax.enable_x64(...)`")
+
+
 @pytest.fixture
 def key():
     return jax.random.key(20261122)

@@ -83,7 +83,11 @@ def main(argv=None):
     p.add_argument("--out", default="docs/experiments/diagnostics",
                    help="folder for control_variates_gamma.csv (one row per replication and function) and .png")
     a = p.parse_args(argv)
-    jax.config.update("jax_enable_x64", True)
+    with jax.enable_x64(True):  # scoped: the caller's precision is left as it was
+        run(a)
+
+
+def run(a):
     truth = exact()
     banner("Stein control variates, Gamma in log space", {
         "target": f"z = log x, x ~ Gamma({SHAPE:g}, rate {RATE:g}): log p(z) = {SHAPE:g} z - {RATE:g} e^z",

@@ -201,8 +201,6 @@ def _bandwidth(value: str | None):
 def ksd_command(args) -> int:
     import jax
 
-    if args.float64:
-        jax.config.update("jax_enable_x64", True)
     from steinax.diagnostics import load_samples, sample_quality
     from steinax.kernels import RBF
 
@@ -281,10 +279,6 @@ def _say_size(samples, args) -> None:
 
 def thin_command(args) -> int:
     """``steinax thin``: Stein thinning of a samples file; the picks' indices to ``--out``, the draws to ``--draws``."""
-    import jax
-
-    if args.float64:
-        jax.config.update("jax_enable_x64", True)
     import numpy as np
 
     from steinax._io import atomic_write_csv
@@ -448,6 +442,15 @@ _TARGET_HELP = ("module:name or file.py:name: a log-density of one [d] point, or
                 "from_tfp); the module is imported, so its code RUNS (only name files you trust)")
 
 
+def _precision(float64: bool):
+    """JAX's 64-bit mode for the command's duration when ``--float64`` is given, else no change."""
+    import contextlib
+
+    import jax
+
+    return jax.enable_x64(True) if float64 else contextlib.nullcontext()
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="steinax", description="Stein methods in JAX.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
@@ -548,7 +551,9 @@ def main(argv=None) -> int:
     commands = {"demo": _timed_demo, "ksd": ksd_command, "thin": thin_command, "bench": bench_command}
     if args.command in commands:
         try:
-            return commands[args.command](args)
+            # --float64 is scoped to the command: a caller's precision (main() called in-process) is left as it was
+            with _precision(getattr(args, "float64", False)):
+                return commands[args.command](args)
         except (ValueError, TypeError, OSError, FloatingPointError, ImportError) as exc:
             # steinax's own errors name the argument: one line, exit 2, no traceback
             print(f"steinax {args.command}: error: {exc}", file=sys.stderr)
