@@ -1,0 +1,40 @@
+"""The run loop's results stay the same across its refactors: a fixed set of runs (each method, fixed length and
+until settled, checkpointed and extended, resumed, the init/step pair, sharded over 4 CPU devices) against the
+arrays stored by the commit before the loop was split into parts (``tests/particles/loop_regression.py``).
+
+Bit for bit on the machine and versions that stored them (the file names them); XLA may choose other instructions
+on another CPU (AVX-512 against AVX2: a fused multiply-add or not), so elsewhere the comparison is to float32
+rounding grown over the runs' 150-1000 steps (rtol 1e-4, atol 1e-5 scaled by 100: a contracting particle system keeps
+last-bit differences near that size; a changed computation moves the particles by far more)."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import tolerance
+
+HERE = os.path.dirname(__file__)
+STORED = os.path.join(HERE, "..", "data", "loop_regression.npz")
+
+
+@pytest.mark.slow  # about 30 s: a fresh process with 4 host devices and XLA's default optimisation level
+def test_runs_equal_the_stored_runs(tmp_path):
+    out = tmp_path / "now.npz"
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+    subprocess.run([sys.executable, os.path.join(HERE, "loop_regression.py"), str(out)], check=True, env=env,
+                   timeout=900)
+    stored, now = np.load(STORED), np.load(out)
+    assert sorted(stored.files) == sorted(now.files), "the set of cases changed: regenerate the file deliberately"
+    same_machine = str(stored["machine"]) == str(now["machine"])
+    tol = {k: 100 * v for k, v in tolerance("float32").items()}
+    for name in stored.files:
+        if name == "machine":
+            continue
+        if same_machine:
+            np.testing.assert_array_equal(now[name], stored[name], err_msg=name)
+        else:
+            np.testing.assert_allclose(now[name], stored[name], err_msg=name, equal_nan=True, **tol)
