@@ -33,7 +33,7 @@ import optax
 
 import steinax
 from steinax.metrics.posterior import posterior_errors, whitened_covariance
-from steinax.particles.converge import default_optimizer
+from steinax.particles.optim import default_optimizer
 from steinax.posteriors import get
 from steinax.posteriors.suite import particle_method
 

@@ -5,6 +5,9 @@ discrepancies, as pure functions on arrays with thin method and run-loop layers.
 """
 
 from steinax import _linalg  # noqa: F401  (first: it sets OPENBLAS_NUM_THREADS; see single_threaded_lapack)
+from steinax import _aliases
+
+_aliases.install()  # old module paths of moved modules (steinax._aliases.ALIASES)
 from steinax import datasets, diagnostics, kernels, metrics, models, stein, targets
 from steinax import gp, sharding, unfold
 from steinax.kernels import IMQ, RBF

@@ -22,6 +22,7 @@ class InputDtypeWarning(UserWarning):
 
 
 __all__ = [
+    "user_stacklevel",
     "InputDtypeWarning",
     "PrecisionWarning",
     "as_float_input",
@@ -221,3 +222,16 @@ def check_block_size(block_size, name: str = "block_size") -> None:
         return
     if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
         raise ValueError(f"`{name}` must be None (automatic) or a positive integer (rows per block); received {block_size!r}")
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` at which ``warnings.warn``, called by the caller of this function, points at the first frame
+    outside steinax (the user's line), however deep in the library the warning is raised."""
+    import inspect
+    import os
+
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = inspect.currentframe().f_back, 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level

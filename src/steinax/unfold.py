@@ -31,6 +31,9 @@ trainers write their state (parameters, optimizer state, PRNG key, losses so
 far, stage and epoch) every ``checkpoint_every`` epochs and at the end, through
 :mod:`steinax.checkpoint` (atomic writes), and a later call with the same
 arguments continues from it, giving the schedule an uninterrupted call gives.
+Ctrl-C (the run loop's interrupt service, :mod:`steinax.particles.loop.interrupt`) stops training at the
+next epoch boundary, writes the finished epochs to the checkpoint and raises ``KeyboardInterrupt``; the
+progress bar is the run loop's too (:mod:`steinax.particles.loop.progress`).
 ``checkpoint`` is a path as in :func:`steinax.run`; the rematerialisation flag
 that held this name before is ``remat``.
 
@@ -58,6 +61,8 @@ import optax
 
 from steinax._io import atomic_write_text
 from steinax._validation import is_concrete
+from steinax.particles.loop.interrupt import interrupt_scope
+from steinax.particles.loop.progress import progress_bar
 
 __all__ = [
     "FORMAT",
@@ -474,14 +479,6 @@ def _check_training(T, epochs, batch_size, method, optimizer, default_lr, rng_ke
     )
 
 
-def _bar(progress, total, desc):
-    if not progress:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, leave=False)
-
-
 def _training_fingerprint(name, params, stages, epochs, batch_size, method, target, opt_state, rng_key) -> dict:
     """What must match for a checkpoint to be resumed: the trainer, its settings, the initial parameters, the
     method and target (as pytrees), the optimizer state's structure and the key; the optimizer's hyperparameters, the
@@ -585,12 +582,17 @@ def _train(params, to_steps, T, stages, problems, loss, *, method, target, epoch
                                      "probe": probe},
                         dict(fingerprint, epochs_done=count, seconds=seconds))
 
-    bar = _bar(progress, total, name)
-    if bar is not None:
-        bar.update(done)
     start = time.perf_counter() - elapsed
-    try:
+    with progress_bar(progress, total, name, leave=False, unit="epoch") as bar, interrupt_scope() as scope:
+        bar.update(done)
         for i in range(done, total):
+            if scope.requested:  # Ctrl-C: stop at the epoch's boundary, with every finished epoch in the checkpoint
+                if checkpoint is not None and i > done:
+                    save(i, time.perf_counter() - start)
+                scope.honoured = True
+                raise KeyboardInterrupt(f"{name}: interrupted (Ctrl-C) after {i} of {total} epochs" + (
+                    f"; {checkpoint!r} holds them: the same call resumes" if checkpoint is not None else
+                    " (pass `checkpoint=` to keep finished epochs across an interruption)"))
             stage, epoch = stages[i // epochs], i % epochs
             rng_key, key = jax.random.split(rng_key)
             previous = params
@@ -608,12 +610,7 @@ def _train(params, to_steps, T, stages, problems, loss, *, method, target, epoch
             stage_of.append(stage)
             if checkpoint is not None and ((i + 1) % checkpoint_every == 0 or i + 1 == total):
                 save(i + 1, time.perf_counter() - start)
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(stage=stage, loss=f"{value:.4g}")
-    finally:
-        if bar is not None:
-            bar.close()
+            bar.update(1, stage=stage, loss=f"{value:.4g}")
     seconds = time.perf_counter() - start
     return params, np.asarray(losses), np.asarray(stage_of), seconds
 

@@ -9,8 +9,8 @@ from steinax.particles.base import AbstractParticleMethod, ParticleState, StepIn
 from steinax.particles.algorithm import SamplingAlgorithm, sampling_algorithm
 from steinax.particles.baselines import MAPAscent, map_ascent
 from steinax.particles.optim import ScaleByAdagradMomentumState, adagrad_momentum, scale_by_adagrad_momentum
-from steinax.particles.converge import ConvergenceWarning, run_until_converged
-from steinax.particles.run import DivergenceWarning, NonFiniteError, RunInterrupted, RunResult, Trace, run
+from steinax.particles.loop import (ConvergenceWarning, DivergenceWarning, FixedSteps, NonFiniteError, RunInterrupted,
+                                    RunResult, StoppingRule, Trace, UntilSettled, run, run_until_converged)
 from steinax.particles.svgd import SVGD, svgd, svgd_direction
 
 __all__ = [
@@ -18,6 +18,9 @@ __all__ = [
     "sampling_algorithm",
     "ConvergenceWarning",
     "run_until_converged",
+    "StoppingRule",
+    "FixedSteps",
+    "UntilSettled",
     "AbstractParticleMethod",
     "ParticleState",
     "StepInfo",
@@ -54,3 +57,9 @@ __all__ = [
     "scale_by_adagrad_momentum",
     "ScaleByAdagradMomentumState",
 ]
+
+
+def __getattr__(name):  # the loop's old module paths, steinax.particles.converge and .interrupt (steinax._aliases)
+    from steinax._aliases import attribute
+
+    return attribute(__name__, name)

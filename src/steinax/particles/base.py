@@ -33,6 +33,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from steinax.particles.optim import default_optimizer
+
 __all__ = ["ParticleState", "StepInfo", "AbstractParticleMethod"]
 
 
@@ -161,9 +163,7 @@ class AbstractParticleMethod(eqx.Module):
 
     def default_optimizer(self) -> optax.GradientTransformation:
         """The optimizer :func:`steinax.run` uses when none is given: Adam at 0.05 with an injectable learning
-        rate (:func:`steinax.particles.converge.default_optimizer`), unless the method knows better."""
-        from steinax.particles.converge import default_optimizer
-
+        rate (:func:`steinax.particles.optim.default_optimizer`), unless the method knows better."""
         return default_optimizer()
 
     def curvature_request(self) -> str | None:

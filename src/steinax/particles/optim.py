@@ -14,7 +14,11 @@ import jax
 import jax.numpy as jnp
 import optax
 
-__all__ = ["ScaleByAdagradMomentumState", "scale_by_adagrad_momentum", "adagrad_momentum", "refuse_value_optimizers"]
+__all__ = ["ScaleByAdagradMomentumState", "scale_by_adagrad_momentum", "adagrad_momentum", "refuse_value_optimizers",
+           "default_optimizer", "DEFAULT_LEARNING_RATE"]
+
+DEFAULT_LEARNING_RATE = 0.05
+"""The default optimizer's learning rate (:func:`default_optimizer`)."""
 
 
 class ScaleByAdagradMomentumState(NamedTuple):
@@ -92,3 +96,8 @@ def refuse_value_optimizers(optimizer, name: str = "optimizer") -> None:
             ) from None
     except Exception:  # anything else surfaces where the optimizer is used, with its own message
         pass
+
+
+def default_optimizer(learning_rate: float = DEFAULT_LEARNING_RATE) -> optax.GradientTransformation:
+    """Adam with an injectable learning rate (the stopping rule halves it on a plateau)."""
+    return optax.inject_hyperparams(optax.adam)(learning_rate=learning_rate)

@@ -13,7 +13,7 @@ Every adapter (:func:`~steinax.targets.from_numpyro`, :func:`~steinax.targets.fr
 
 Particles live in the flat unconstrained space; :meth:`ModelTarget.postprocess` gives the
 constrained draws by name, which :func:`steinax.run` returns as ``result.samples`` and
-:meth:`~steinax.particles.run.RunResult.to_datatree` labels with the model's dimensions and
+:meth:`~steinax.particles.loop.result.RunResult.to_datatree` labels with the model's dimensions and
 coordinates (``labels``) where the language has them (PyMC's ``dims``).
 """
 

@@ -6,7 +6,7 @@ the function PyMC's JAX NUTS samples): no hand translation of the model. Particl
 a positive ``tau``), flattened in sorted order of the **constrained** variables' names (``tau``), the
 layout of every adapter (:mod:`steinax.targets.model`). ``result.samples`` holds the constrained free
 variables and the model's ``Deterministic`` s by name, what ``pm.sample`` puts in its posterior group;
-:meth:`~steinax.particles.run.RunResult.to_datatree` gives them PyMC's ``dims`` and ``coords``.
+:meth:`~steinax.particles.loop.result.RunResult.to_datatree` gives them PyMC's ``dims`` and ``coords``.
 
 Importing PyTensor's JAX backend switches JAX to float64 for the whole process; :func:`from_pymc`
 restores the caller's setting, so the compiled model runs in steinax's default float32 unless

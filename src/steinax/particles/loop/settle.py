@@ -52,12 +52,15 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
-__all__ = ["ConvergenceWarning", "default_optimizer", "run_until_converged", "warn_if_unsettled", "settled_over",
-           "settle_window_start", "particle_moments", "SETTLE_WINDOW", "DEFAULT_LEARNING_RATE", "DEFAULT_MAX_STEPS", "DEFAULT_CHECK_EVERY", "DEFAULT_TOL", "UNSETTLED_FACTOR"]
+from steinax._validation import user_stacklevel
+from steinax.particles.optim import DEFAULT_LEARNING_RATE, default_optimizer
 
-DEFAULT_LEARNING_RATE = 0.05
+__all__ = ["ConvergenceWarning", "DivergenceWarning", "default_optimizer", "warn_if_unsettled", "warn_if_diverging",
+           "settled_over", "settle_window_start", "particle_moments", "moment_change", "stein_identity",
+           "SETTLE_WINDOW", "DEFAULT_LEARNING_RATE", "DEFAULT_MAX_STEPS", "DEFAULT_CHECK_EVERY", "DEFAULT_TOL",
+           "UNSETTLED_FACTOR", "STEIN_IDENTITY_LIMIT", "DIVERGENCE_FACTOR"]
+
 DEFAULT_MAX_STEPS = 20000
 DEFAULT_CHECK_EVERY = 500
 DEFAULT_TOL = 0.05
@@ -75,11 +78,6 @@ would be warned at every call."""
 
 class ConvergenceWarning(RuntimeWarning):
     """A run that stopped before its particles settled (module docstring)."""
-
-
-def default_optimizer(learning_rate: float = DEFAULT_LEARNING_RATE) -> optax.GradientTransformation:
-    """Adam with an injectable learning rate (the stopping rule halves it on a plateau)."""
-    return optax.inject_hyperparams(optax.adam)(learning_rate=learning_rate)
 
 
 def particle_moments(particles: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -107,7 +105,7 @@ def settled_over(snapshot, state, end_step: int, tol: float = DEFAULT_TOL):
                       f"mean or sd moved by {_sds(delta)} (a settled run moves less than {allowed:.3g}); they are not "
                       "a converged approximation. Run longer or with a larger step (with plain SGD, particles outside "
                       "the others' kernel reach move at step / n), or with steps=None (Adam until settled)",
-                      ConvergenceWarning, stacklevel=3)
+                      ConvergenceWarning, stacklevel=user_stacklevel())
     return converged, {"steps": end_step, "delta": delta, "window": window, "tolerance": allowed}
 
 
@@ -155,86 +153,6 @@ def _halve_learning_rate(state, floor: float):
                        aux=state.aux, step=state.step, origin=state.origin)
 
 
-def run_until_converged(method, target, particles, *, rng_key, optimizer=None, max_steps: int = DEFAULT_MAX_STEPS,
-                        check_every: int = DEFAULT_CHECK_EVERY, tol: float = DEFAULT_TOL, **run_kwargs):
-    """:func:`steinax.run` in segments of ``check_every`` steps until the stopping rule holds (module docstring).
-
-    Returns the :class:`~steinax.RunResult` of the whole run (its trace joined across segments) with
-    ``converged``, ``convergence`` (``{"steps", "delta", "learning_rate"}``, and ``"stein_identity"`` when settled) filled in.
-    """
-    from steinax.particles.interrupt import interrupt_scope
-    from steinax.particles.run import RunInterrupted, RunResult, _positive_int, run
-
-    max_steps = _positive_int(max_steps, "max_steps")
-    check_every = _positive_int(check_every, "check_every")
-    if not 0.0 < float(tol):
-        raise ValueError(f"`tol` must be positive; received {tol!r}")
-    if run_kwargs.get("checkpoint") is not None:
-        raise ValueError("`checkpoint` needs a fixed `steps` (a run until convergence has no end to resume to)")
-    if optimizer is None:  # the method's own (a non-method gets run's TypeError below, not an AttributeError here)
-        optimizer = getattr(method, "default_optimizer", default_optimizer)()
-
-    def segment_run(x0, key, **kwargs):
-        with warnings.catch_warnings():  # a segment's own settling is judged by the rule here, not by run's check
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            return run(method, target, x0, steps=check_every, optimizer=optimizer, rng_key=key, **kwargs)
-
-    traces, wall = [], 0.0
-    before = _moments(particles if particles is not None else run_kwargs["initial_state"].particles)
-
-    def joined(result, first):  # the whole run so far: every segment's trace once, wall time summed
-        traces.append(result.trace if first else result.trace[1:])  # a segment's first record repeats the last one's
-        return jax.tree_util.tree_map(lambda *a: jnp.concatenate(a), *traces), wall + result.wall_time
-
-    with interrupt_scope():  # one Ctrl-C scope for every segment and for the host work between them
-        segment, state = 0, None
-        while True:
-            kwargs = run_kwargs if state is None else {**run_kwargs, "initial_state": state}
-            try:
-                result = segment_run(particles if state is None else None, jax.random.fold_in(rng_key, segment),
-                                     **kwargs)
-            except RunInterrupted as err:  # the whole run's result and its global step, not the segment's
-                trace, wall = joined(err.result, segment == 0)
-                partial = dataclasses.replace(err.result, trace=trace, wall_time=wall)
-                raise RunInterrupted(
-                    f"interrupted (Ctrl-C) after step {err.step} of a run until settled (at most {max_steps} steps); "
-                    "`err.result` holds the particles there (resume with steps=None, initial_state=err.result.state)",
-                    err.step, partial) from None
-            trace, wall = joined(result, segment == 0)
-            segment += 1
-            after = _moments(result.particles)
-            delta = moment_change(before, after)
-            if delta < tol or segment * check_every >= max_steps:
-                break
-            state = result.state
-            if _plateaued(result.trace.ksd):
-                state = _halve_learning_rate(state, MIN_LEARNING_RATE_FACTOR * DEFAULT_LEARNING_RATE)
-            before = after
-    hyper = getattr(result.state.opt_state, "hyperparams", {})
-    lr = float(hyper["learning_rate"]) if isinstance(hyper, dict) and "learning_rate" in hyper else None
-    converged = delta < tol
-    info = {"steps": segment * check_every, "delta": delta, "learning_rate": lr}
-    if converged:
-        identity = stein_identity(target, result.particles)
-        info["stein_identity"] = [float(v) for v in identity]
-        worst = int(np.argmax(np.where(np.isfinite(identity), identity, np.inf)))
-        if not identity[worst] <= STEIN_IDENTITY_LIMIT:  # a non-finite value fails too: never a silent pass
-            converged = False
-            warnings.warn(f"the particles stopped moving but do not fit the target: in coordinate {worst} the mean of "
-                          f"score x (x - mean) is {identity[worst]:.3g}, where a sample of any proper target gives -1 "
-                          f"(Stein's identity; a settled run is accepted below {STEIN_IDENTITY_LIMIT}). The target is "
-                          "flat or improper in that direction (a missing prior?), or the particles span under a fifth "
-                          "of its variance there (a scale far from the start's: standardise, or start wider)",
-                          ConvergenceWarning, stacklevel=3)
-    if delta >= tol:
-        warnings.warn(f"not converged after {segment * check_every} steps (max_steps): over the last {check_every} "
-                      f"steps a particle mean or sd still moved by {_sds(delta)} (tolerance {tol}); the particles are "
-                      "not a settled approximation. Raise max_steps, lower the learning rate, or check with "
-                      "steinax.diagnostics.sample_quality(..., spread=True)", ConvergenceWarning, stacklevel=3)
-    return RunResult(particles=result.particles, samples=result.samples, trace=trace, state=result.state, wall_time=wall,
-                     converged=converged, convergence=info, labels=result.labels)
-
-
 STEIN_IDENTITY_LIMIT = -0.2
 """A run that settled is still unconverged when some coordinate's :func:`stein_identity` is above this: for
 particles of any proper target it is near -1 (0 on a flat or improper direction; ``-var_particles / var_target`` on
@@ -264,4 +182,36 @@ def warn_if_unsettled(trace) -> None:
         warnings.warn(f"the run did not settle: its final trace KSD {k[-1]:.3g} is {k[-1] / k[i]:.1f} times its minimum "
                       f"{k[i]:.3g} at step {int(steps[i])}; the optimizer's step is too large for this target. Lower the "
                       "step size, or run with steps=None (stops when the particles settle)", ConvergenceWarning,
-                      stacklevel=3)
+                      stacklevel=user_stacklevel())
+
+
+DIVERGENCE_FACTOR = 1e6
+
+
+class DivergenceWarning(RuntimeWarning):
+    """A run whose particles stayed finite but exploded, or whose trace's KSD is not finite."""
+
+
+def warn_if_diverging(trace: Trace) -> None:
+    """Warn, naming the first step, when the trace's KSD is not finite or the particles' largest coordinate grew
+    more than ``DIVERGENCE_FACTOR`` times beyond ``max(1, its initial value)`` (finite particles can still diverge:
+    a heavy-tailed prior sent a coordinate to 1.9e19 while every step was finite)."""
+    import warnings
+
+    steps = np.asarray(trace.step)
+    ksd_bad = np.flatnonzero(~np.isfinite(np.asarray(trace.ksd)))
+    if ksd_bad.size:
+        warnings.warn(f"the run's trace KSD is not finite from step {int(steps[ksd_bad[0]])} on (value "
+                      f"{float(np.asarray(trace.ksd)[ksd_bad[0]])}): the particles diverge or the score overflows; "
+                      "lower the step size, or use float64", DivergenceWarning, stacklevel=user_stacklevel())
+        return
+    if trace.max_abs is None:
+        return
+    sizes = np.asarray(trace.max_abs, np.float64)
+    limit = DIVERGENCE_FACTOR * max(1.0, float(sizes[0]))
+    grown = np.flatnonzero(sizes > limit)
+    if grown.size:
+        i = int(grown[0])
+        warnings.warn(f"the particles diverge: their largest coordinate is {sizes[i]:.3g} at step {int(steps[i])}, "
+                      f"over {DIVERGENCE_FACTOR:g} times max(1, {sizes[0]:.3g}) at the start; the result is not a sample "
+                      "of the target. Lower the step size or check the model", DivergenceWarning, stacklevel=user_stacklevel())
