@@ -23,7 +23,6 @@ import os
 import sys
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from steinax.stein import gof_test, ksdagg_test

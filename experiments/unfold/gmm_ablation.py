@@ -153,7 +153,7 @@ def main(argv=None):
     base = curves_by_row[("DUSVGD", "none (gmm.py's setting)")]
     fixed = evaluation_curves(plain, target, key, n, args, optax.sgd(2.0), eval_seeds)[0]
     thr_rows = []
-    print(f"   threshold (log10 MMD^2)   DUSVGD iters   fixed-2 iters   DU / fixed   (paper: ~20 / ~200 = 0.1)")
+    print("   threshold (log10 MMD^2)   DUSVGD iters   fixed-2 iters   DU / fixed   (paper: ~20 / ~200 = 0.1)")
     for thr in THRESHOLDS:
         a, b = iterations_below(base, thr), iterations_below(fixed, thr)
         ma = float(np.mean(a[~np.isnan(a)])) if np.any(~np.isnan(a)) else float("nan")

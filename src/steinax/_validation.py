@@ -89,7 +89,7 @@ def as_float_input(values, name: str) -> np.ndarray:
     if kind in "iu":
         warnings.warn(f"`{name}` are integers ({_describe(arr)}); they are read as continuous real numbers. A Stein "
                       "discrepancy needs continuous coordinates with a score: if these are a discrete parameter's "
-                      "draws, leave them out", InputDtypeWarning, stacklevel=3)
+                      "draws, leave them out", InputDtypeWarning, stacklevel=user_stacklevel())
     elif kind != "f":
         raise TypeError(f"`{name}` must be numeric; received dtype {arr.dtype}")
     return arr.astype(np.float64)
@@ -140,7 +140,7 @@ def check_particles(particles, name: str = "particles", *, check_finite: bool = 
             "Enable float64 with jax.config.update('jax_enable_x64', True) before creating arrays, "
             "or pass float32 arrays to silence this warning.",
             PrecisionWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
     particles = jnp.asarray(particles)
     if check_finite and is_concrete(particles):

@@ -451,10 +451,8 @@ def _precision(float64: bool):
     return jax.enable_x64(True) if float64 else contextlib.nullcontext()
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="steinax", description="Stein methods in JAX.")
-    parser.add_argument("--version", action="store_true", help="print the version and exit")
-    sub = parser.add_subparsers(dest="command")
+def _demo_parser(sub) -> None:
+    """``steinax demo``: its options."""
     p_demo = sub.add_parser("demo", help="run the particle methods on 2-D toy targets; write a figure and a table")
     p_demo.add_argument("--quick", action="store_true", help="fewer particles and steps (well under a minute)")
     p_demo.add_argument("--particles", type=int, default=None, help="particles per run (default 100, quick 50)")
@@ -468,6 +466,10 @@ def main(argv=None) -> int:
                         help="comma-separated subset of svgd, mk_svgd, cc_svgd, matrix_avg, matrix_mix, svn (default: all)")
     p_demo.add_argument("--out", default="steinax_demo.png", help="figure path ('' for none); default ./steinax_demo.png")
     p_demo.add_argument("--progress", action="store_true", help="show a progress bar per run")
+
+
+def _ksd_parser(sub) -> None:
+    """``steinax ksd``: its options."""
     p_ksd = sub.add_parser("ksd", help="kernel Stein discrepancy and goodness-of-fit test of samples against a log-density")
     p_ksd.add_argument("samples", help="samples file: .npy ([n, d] or [chains, draws, d]), .csv or ArviZ NetCDF (.nc)")
     p_ksd.add_argument("--target", required=True,
@@ -502,6 +504,10 @@ def main(argv=None) -> int:
     p_ksd.add_argument("--method", choices=["auto", "exact", "nystrom"], default="auto",
                        help="auto: the exact KSD up to 50,000 samples, the Nyström KSD (linear in n) beyond")
     p_ksd.add_argument("--float64", action="store_true", help="compute in float64 (enables JAX's 64-bit mode)")
+
+
+def _thin_parser(sub) -> None:
+    """``steinax thin``: its options."""
     p_thin = sub.add_parser("thin", help="Stein thinning: the m draws whose empirical measure has the smallest KSD")
     p_thin.add_argument("samples", help="samples file: .npy ([n, d] or [chains, draws, d]), .csv or ArviZ NetCDF (.nc)")
     p_thin.add_argument("--target", required=True,
@@ -517,6 +523,10 @@ def main(argv=None) -> int:
                         help="the thinned draws themselves: .npy ([m, d]), .csv, or .nc (from a NetCDF input: its "
                              "variables, one chain)")
     p_thin.add_argument("--float64", action="store_true", help="compute in float64")
+
+
+def _bench_parser(sub) -> None:
+    """``steinax bench``: its options."""
     p_bench = sub.add_parser("bench", help="benchmark tables: methods x datasets x seeds (BNN regression, logistic regression)")
     p_bench.add_argument("task", choices=["bnn", "blr", "posteriors"],
                          help="bnn, blr, or posteriors (the ground-truth posterior suite, steinax.posteriors.suite)")
@@ -542,6 +552,14 @@ def main(argv=None) -> int:
     p_bench.add_argument("--bandwidth", type=float, default=None, help="fixed RBF bandwidth for svgd and cc_svgd")
     p_bench.add_argument("--sgld-step", type=float, default=None, help="SGLD step size")
     p_bench.add_argument("--psgld-step", type=float, default=None, help="pSGLD step size")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="steinax", description="Stein methods in JAX.")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command")
+    for build in (_demo_parser, _ksd_parser, _thin_parser, _bench_parser):
+        build(sub)
     args = parser.parse_args(argv)
     if args.version:
         from steinax import __version__

@@ -6,7 +6,6 @@ the three unconstrained spaces are the same and their flat layouts agree site by
 """
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 

@@ -17,7 +17,6 @@ import textwrap
 
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 import numpy as np
 import optax
 import pytest

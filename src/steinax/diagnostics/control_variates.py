@@ -624,7 +624,73 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
         (True, True)
     """
     x, s, chains = draws_and_scores(samples, target, scores=scores, var_names=var_names, dtype=dtype)
-    n, d = x.shape
+    values = _checked_values(f, x)
+    fitting = FitOptions(basis=basis, degree=degree, bandwidth=bandwidth, ridge=ridge, folds=folds).checked(x.shape[0])
+    intervals = IntervalOptions(tail_draws=tail_draws, key=key, iid=iid).checked()
+    candidates = _candidates(x, fitting)
+    edges = np.linspace(0, x.shape[0], folds + 1).astype(int)
+    rows = [np.arange(lo, hi) for lo, hi in zip(edges[:-1], edges[1:])]
+    v = np.asarray(values, np.float64)
+
+    def fit(cand, train, test, tail=None):
+        """Candidate ``cand`` ``(basis, degree, h)`` fitted on rows ``train``: ``c + g`` and ``g`` at rows ``test``
+        (and ``g`` at the draws and scores ``tail``)."""
+        kind, q, h = cand
+        out = _fit_predict(x[train], s[train], values[train], x[test], s[test], kind, q,
+                           None if h is None else jnp.asarray(h, x.dtype), ridge,
+                           *(() if tail is None else tail))
+        return tuple(np.asarray(o, np.float64) for o in out)
+
+    # the tail draws behind simulated intervals (module docstring), resolved before the fits: each fold's one fit
+    # predicts at its held-out draws and at the tail draws
+    live, how, key = _tail_for_intervals(target, f, x, intervals, candidates, values.shape[1], fitting)
+    adjusted, errors, choice, candidates, how = _fit_and_choose(fit, candidates, rows, v, live, key, how, fitting)
+    return _estimate(samples, x, v, adjusted, errors, choice, candidates, rows, chains, intervals.iid, how)
+
+
+class FitOptions(eqx.Module):
+    """How :func:`stein_control_variates` fits ``g`` (its arguments of the same names): the basis, the polynomial
+    degree, the kernel bases' bandwidth, the ridge ``lambda`` and the cross-fitting folds."""
+
+    basis: str = eqx.field(static=True, default="auto")
+    degree: int = eqx.field(static=True, default=2)
+    bandwidth: object = eqx.field(static=True, default=None)
+    ridge: float = eqx.field(static=True, default=1e-3)
+    folds: int = eqx.field(static=True, default=5)
+
+    def checked(self, n: int) -> "FitOptions":
+        """``self``, or a ``ValueError`` naming the first argument out of its range for ``n`` draws."""
+        if self.basis not in BASES + ("auto",):
+            raise ValueError(f"`basis` must be 'auto' or one of {BASES}; received {self.basis!r}")
+        ridge = self.ridge
+        if isinstance(ridge, bool) or not isinstance(ridge, (int, float, np.integer, np.floating)) or not (
+                np.isfinite(ridge) and ridge >= 0):
+            raise ValueError(f"`ridge` must be a finite number >= 0 (the fits' lambda); received {ridge!r}")
+        folds = self.folds
+        if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or not 2 <= folds <= n // 2:
+            raise ValueError(f"`folds` must be an integer in [2, n / 2 = {n // 2}]; received {folds!r}")
+        return self
+
+
+class IntervalOptions(eqx.Module):
+    """How :func:`stein_control_variates` reports its error (its arguments of the same names): the tail draws behind
+    simulated intervals and their key, and whether the draws are independent."""
+
+    tail_draws: int | None = eqx.field(static=True, default=None)
+    key: object = None
+    iid: bool | None = eqx.field(static=True, default=None)
+
+    def checked(self) -> "IntervalOptions":
+        """``self``, or a ``ValueError`` naming ``tail_draws`` when it is not ``None`` or an integer >= 0."""
+        t = self.tail_draws
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0):
+            raise ValueError(f"`tail_draws` must be None or a non-negative integer; received {t!r}")
+        return self
+
+
+def _checked_values(f, x):
+    """``[n, p]`` ``f`` at the draws (``f`` a function or its values), finite, in the draws' dtype."""
+    n = x.shape[0]
     values = jnp.asarray(as_float_input(_function_values(f, x) if callable(f) else f, "f"), x.dtype)
     if values.ndim == 1:
         values = values[:, None]
@@ -633,17 +699,15 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
                          f"shape {tuple(values.shape)}")
     if not bool(jnp.all(jnp.isfinite(values))):
         raise ValueError("`f`'s values are not finite at some draws")
-    if basis not in BASES + ("auto",):
-        raise ValueError(f"`basis` must be 'auto' or one of {BASES}; received {basis!r}")
-    if isinstance(ridge, bool) or not isinstance(ridge, (int, float, np.integer, np.floating)) or not (
-            np.isfinite(ridge) and ridge >= 0):
-        raise ValueError(f"`ridge` must be a finite number >= 0 (the fits' lambda); received {ridge!r}")
-    if tail_draws is not None and (isinstance(tail_draws, bool) or not isinstance(tail_draws, (int, np.integer))
-                                   or tail_draws < 0):
-        raise ValueError(f"`tail_draws` must be None or a non-negative integer; received {tail_draws!r}")
-    if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or not 2 <= folds <= n // 2:
-        raise ValueError(f"`folds` must be an integer in [2, n / 2 = {n // 2}]; received {folds!r}")
-    values = values.astype(x.dtype)
+    return values.astype(x.dtype)
+
+
+def _candidates(x, fitting: FitOptions) -> list:
+    """The ``(basis, degree, h)`` candidates: for ``"auto"`` the plain mean and the polynomial and polynomial-field
+    bases of degrees 1 to :data:`MAX_DEGREE` with at most ``n / 4`` coefficients; else the requested basis (the kernel
+    bases at ``h`` the median squared distance, or times 1/4, 1 and 4 with ``bandwidth="auto"``)."""
+    n, d = x.shape
+    basis, degree, bandwidth = fitting.basis, fitting.degree, fitting.bandwidth
     med = float(median_squared_distance(x[np.linspace(0, n - 1, min(n, 1000)).astype(int)]))
     h0 = med if bandwidth in (None, "auto") else float(bandwidth)
     if not h0 > 0:
@@ -664,57 +728,59 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
     if not candidates:
         raise ValueError(f"`degree` = {degree} gives {_n_features(basis, d, degree)} polynomial features for {n} draws "
                          "(at most n / 4): use a lower degree or the kernel basis")
-    if len(candidates) > 1 and folds < 3:
-        raise ValueError(f"`folds` must be at least 3 when the basis is chosen (nested cross-validation); received {folds}")
-    edges = np.linspace(0, n, folds + 1).astype(int)
-    rows = [np.arange(lo, hi) for lo, hi in zip(edges[:-1], edges[1:])]
-    v = np.asarray(values, np.float64)
+    if len(candidates) > 1 and fitting.folds < 3:
+        raise ValueError(f"`folds` must be at least 3 when the basis is chosen (nested cross-validation); received "
+                         f"{fitting.folds}")
+    return candidates
 
-    def fit(cand, train, test, tail=None):
-        """Candidate ``cand`` ``(basis, degree, h)`` fitted on rows ``train``: ``c + g`` and ``g`` at rows ``test``
-        (and ``g`` at the draws and scores ``tail``)."""
-        kind, q, h = cand
-        out = _fit_predict(x[train], s[train], values[train], x[test], s[test], kind, q,
-                           None if h is None else jnp.asarray(h, x.dtype), ridge,
-                           *(() if tail is None else tail))
-        return tuple(np.asarray(o, np.float64) for o in out)
 
-    # the tail draws behind simulated intervals (module docstring), resolved before the fits: each fold's one fit
-    # predicts at its held-out draws and at the tail draws
-    live, intervals = None, "normal: tail_draws=0"
+def _tail_for_intervals(target, f, x, intervals: IntervalOptions, candidates, p, fitting: FitOptions):
+    """``(live tail draws or None, how the intervals are made, key)``: the tail draws (module docstring) where the
+    target has an exact log-density, ``f`` is a function and ``tail_draws`` is not 0; else normal intervals, and why."""
+    n, d = x.shape
+    key = intervals.key
+    if intervals.tail_draws == 0:
+        return None, "normal: tail_draws=0", key
+    if not callable(f):
+        return None, "normal: f was given as values (pass a function for simulated intervals)", key
     tgt = None if target is None else as_target(target)
-    if tail_draws != 0:
-        if not callable(f):
-            intervals = "normal: f was given as values (pass a function for simulated intervals)"
-        elif tgt is None or isinstance(tgt, (MinibatchTarget, ScoreTarget)):
-            intervals = "normal: the target has no exact log-density (scores alone or a minibatch estimate)"
-        else:
-            key = jax.random.key(0) if key is None else key
-            m_tail = min(4 * n, TAIL_DRAWS_MAX) if tail_draws is None else int(tail_draws)
-            _require_tail_memory(m_tail, tail_draws, d, values.shape[1], candidates, folds, n)
-            tail = _tail_draws(tgt, x, m_tail, key)
-            intervals = "normal: the target has no log-density, or is finite at no tail draw"
-            if tail is not None:
-                live, intervals = _live_tail(tail, f)
-                intervals = intervals if live is not None else "normal: " + intervals
-    errors = None
-    if live is not None:  # the choice by simulated intervals (module docstring)
+    if tgt is None or isinstance(tgt, (MinibatchTarget, ScoreTarget)):
+        return None, "normal: the target has no exact log-density (scores alone or a minibatch estimate)", key
+    key = jax.random.key(0) if key is None else key
+    m_tail = min(4 * n, TAIL_DRAWS_MAX) if intervals.tail_draws is None else int(intervals.tail_draws)
+    _require_tail_memory(m_tail, intervals.tail_draws, d, p, candidates, fitting.folds, n)
+    tail = _tail_draws(tgt, x, m_tail, key)
+    if tail is None:
+        return None, "normal: the target has no log-density, or is finite at no tail draw", key
+    live, how = _live_tail(tail, f)
+    return live, (how if live is not None else "normal: " + how), key
+
+
+def _fit_and_choose(fit, candidates, rows, v, live, key, how, fitting: FitOptions):
+    """``(adjusted [n, p], simulated errors or None, choice [folds, p], candidates, how)``: the choice by simulated
+    intervals where there are live tail draws (:func:`_choose_by_simulation`), else by nested cross-validation with
+    the safeguard (:func:`_choose_by_cross_validation`, :func:`_cross_fit_with_safeguard`)."""
+    if live is not None:
         y_tail, s_tail, w_tail, f_tail = live
         # the plain mean first: the safeguard's fallback, and a competitor only in "auto"
         pool = [("mean", None, None)] + [c for c in candidates if c[0] != "mean"]
-        competes = [basis == "auto"] + [True] * (len(pool) - 1)
+        competes = [fitting.basis == "auto"] + [True] * (len(pool) - 1)
         # two independent resampling streams: one to choose, one for the reported errors
         seeds = np.random.SeedSequence(np.asarray(jax.random.key_data(key)).ravel().tolist()).spawn(2)
         chosen = _choose_by_simulation(fit, pool, competes, rows, v, (y_tail, s_tail), f_tail, w_tail,
                                        [np.random.default_rng(q) for q in seeds])
-        if chosen is None:
-            intervals = "normal: f - g is not finite at a weighted tail draw"
-        else:
+        if chosen is not None:
             adjusted, errors, choice = chosen
-            candidates = pool
-    if errors is None:  # normal intervals: the choice by nested cross-validation
-        choice = _choose_by_cross_validation(fit, candidates, rows, v, folds)
-        adjusted = _cross_fit_with_safeguard(fit, candidates, choice, rows, v)
+            return adjusted, errors, choice, pool, how
+        how = "normal: f - g is not finite at a weighted tail draw"
+    choice = _choose_by_cross_validation(fit, candidates, rows, v, fitting.folds)
+    return _cross_fit_with_safeguard(fit, candidates, choice, rows, v), None, choice, candidates, how
+
+
+def _estimate(samples, x, v, adjusted, errors, choice, candidates, rows, chains, iid, how) -> ControlVariateEstimate:
+    """The result: the estimate, its standard error (simulated or normal, times the chain factor, at least the
+    rounding floor; module docstring), the plain mean's, the chosen bases and the checks."""
+    n = v.shape[0]
     estimate = adjusted.mean(axis=0)
     if not np.all(np.isfinite(adjusted)):
         raise FloatingPointError("the chosen control-variate fit is non-finite (the kernel system is singular or the "
@@ -739,13 +805,12 @@ def stein_control_variates(samples, target, f, *, scores=None, basis: str = "aut
     names = tuple(f"{candidates[b][0]}" + (f":{candidates[b][1]}" if candidates[b][1] else "")
                   + (f":h={candidates[b][2]:.3g}" if candidates[b][2] else "") for b in best)
     dt = x.dtype
-    tail_k = _tail_k(adjusted, in_draws)
     return ControlVariateEstimate(estimate=jnp.asarray(estimate, dt), standard_error=jnp.asarray(se, dt),
                                   mean=jnp.asarray(v.mean(axis=0), dt), mean_standard_error=jnp.asarray(se_mean, dt),
                                   variance_reduction=jnp.asarray(se_mean**2 / np.maximum(se**2, 1e-300), dt),
-                                  basis=names, pareto_k=jnp.asarray(tail_k, dt),
+                                  basis=names, pareto_k=jnp.asarray(_tail_k(adjusted, in_draws), dt),
                                   adjusted=jnp.asarray(adjusted, dt),
                                   error_draws=None if errors is None else jnp.asarray(errors, dt),
                                   floor=jnp.asarray(floor, dt), ess=jnp.asarray(n / tau, dt),
-                                  exact=jnp.asarray(exact), intervals=intervals,
+                                  exact=jnp.asarray(exact), intervals=how,
                                   n=int(n), chains=int(chains))

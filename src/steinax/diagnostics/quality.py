@@ -29,6 +29,8 @@ bootstrap ran. ``[n, d]`` arrays, and DataTrees of steinax particles
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 
 import jax
@@ -511,67 +513,113 @@ def sample_quality(
             not finite at some samples (rows named).
         FloatingPointError: the discrepancy overflows the compute dtype (the message says why).
     """
-    if kind not in DISCREPANCIES:
-        raise ValueError(f"`kind` must be one of {DISCREPANCIES}; received {kind!r}")
-    if bootstrap not in BOOTSTRAPS + ("auto",):
-        raise ValueError(f"`bootstrap` must be one of {BOOTSTRAPS + ('auto',)}; received {bootstrap!r}")
-    if test and rng_key is None:
-        raise ValueError("`test=True` needs `rng_key` (a jax.random.key) for the bootstrap")
-    if aggregated not in (None, True, False):
-        raise ValueError(f"`aggregated` must be None (automatic), True or False; received {aggregated!r}")
+    choice = _Discrepancy(kind=kind, estimator=estimator, method=method, aggregated=aggregated,
+                          block_size=block_size).checked()
+    testing = _TestOptions(run=bool(test), rng_key=rng_key, n_bootstrap=n_bootstrap, level=level, bootstrap=bootstrap,
+                           block_length=block_length).checked()
     tgt = as_target(target)
     x, scores, chains = draws_and_scores(samples, tgt, var_names=var_names, dtype=dtype)
-    default_kernel = kernel is None
+    choice = choice.resolved(int(x.shape[0]), default_kernel=kernel is None)
     kernel = as_kernel(kernel, IMQ())
-    if method not in ("auto", "exact", "nystrom"):
-        raise ValueError(f"`method` must be 'auto', 'exact' or 'nystrom'; received {method!r}")
-    if method == "nystrom" and kind != "ksd":
-        raise ValueError(f"`method='nystrom'` needs kind='ksd'; received kind={kind!r}")
-    if method == "auto":
-        method = "nystrom" if kind == "ksd" and x.shape[0] > NYSTROM_ABOVE else "exact"
-    if method == "exact" and x.shape[0] > EXACT_MAX:
-        n = int(x.shape[0])
-        raise ValueError(f"`method`='exact' on n = {n:,} draws: the exact {kind.upper()} sums n^2 / 2 = {n * n / 2:.2g} "
-                         f"Stein-kernel pairs (and its test B times as many products), hours to days; refused above "
-                         f"n = {EXACT_MAX:,}. Use method='nystrom' (linear in n: what 'auto' picks above "
-                         f"{NYSTROM_ABOVE:,}) or thin the draws first")
-    if aggregated is None:
-        aggregated = default_kernel and kind == "ksd" and method == "exact"
-    elif aggregated and method == "nystrom":
-        raise ValueError("`aggregated=True` needs the exact KSD; received method='nystrom' (set method='exact')")
-    if method == "nystrom":
-        estimator = "v"
-    meta = dict(kind=kind, estimator=estimator, n=int(x.shape[0]), d=int(x.shape[1]), chains=int(chains),
-                method=method)
+    meta = dict(kind=choice.kind, estimator=choice.estimator, n=int(x.shape[0]), d=int(x.shape[1]), chains=int(chains),
+                method=choice.method)
     if spread:
         meta.update(_collapse_checks(tgt, x, scores, samples, chains, block_length, rng_key))
-    if method == "nystrom":
+    if testing.bootstrap == "auto":
+        testing = dataclasses.replace(testing, bootstrap="dependent" if _is_chains(samples, chains) else "iid")
+    return SampleQuality(**_measure(x, scores, kernel, int(chains), choice, testing), **meta)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Discrepancy:
+    """Which discrepancy :func:`sample_quality` computes (its arguments of the same names), checked, then resolved
+    for ``n`` draws: ``method`` (exact up to :data:`NYSTROM_ABOVE`, refused above :data:`EXACT_MAX`), the test
+    (aggregated by default for the exact KSD with the default kernel), the estimator (the Nyström KSD is a
+    V-statistic)."""
+
+    kind: str
+    estimator: str
+    method: str
+    aggregated: bool | None
+    block_size: int | None
+
+    def checked(self) -> "_Discrepancy":
+        if self.kind not in DISCREPANCIES:
+            raise ValueError(f"`kind` must be one of {DISCREPANCIES}; received {self.kind!r}")
+        if self.aggregated not in (None, True, False):
+            raise ValueError(f"`aggregated` must be None (automatic), True or False; received {self.aggregated!r}")
+        if self.method not in ("auto", "exact", "nystrom"):
+            raise ValueError(f"`method` must be 'auto', 'exact' or 'nystrom'; received {self.method!r}")
+        if self.method == "nystrom" and self.kind != "ksd":
+            raise ValueError(f"`method='nystrom'` needs kind='ksd'; received kind={self.kind!r}")
+        return self
+
+    def resolved(self, n: int, default_kernel: bool) -> "_Discrepancy":
+        method = self.method
+        if method == "auto":
+            method = "nystrom" if self.kind == "ksd" and n > NYSTROM_ABOVE else "exact"
+        if method == "exact" and n > EXACT_MAX:
+            raise ValueError(f"`method`='exact' on n = {n:,} draws: the exact {self.kind.upper()} sums n^2 / 2 = "
+                             f"{n * n / 2:.2g} Stein-kernel pairs (and its test B times as many products), hours to "
+                             f"days; refused above n = {EXACT_MAX:,}. Use method='nystrom' (linear in n: what 'auto' "
+                             f"picks above {NYSTROM_ABOVE:,}) or thin the draws first")
+        aggregated = self.aggregated
+        if aggregated is None:
+            aggregated = default_kernel and self.kind == "ksd" and method == "exact"
+        elif aggregated and method == "nystrom":
+            raise ValueError("`aggregated=True` needs the exact KSD; received method='nystrom' (set method='exact')")
+        estimator = "v" if method == "nystrom" else self.estimator
+        return dataclasses.replace(self, method=method, aggregated=aggregated, estimator=estimator)
+
+
+@dataclasses.dataclass(frozen=True)
+class _TestOptions:
+    """Whether and how :func:`sample_quality` tests (``test`` and the bootstrap's arguments of the same names)."""
+
+    run: bool
+    rng_key: object
+    n_bootstrap: int
+    level: float
+    bootstrap: str
+    block_length: object
+
+    def checked(self) -> "_TestOptions":
+        if self.bootstrap not in BOOTSTRAPS + ("auto",):
+            raise ValueError(f"`bootstrap` must be one of {BOOTSTRAPS + ('auto',)}; received {self.bootstrap!r}")
+        if self.run and self.rng_key is None:
+            raise ValueError("`test=True` needs `rng_key` (a jax.random.key) for the bootstrap")
+        return self
+
+
+def _measure(x, scores, kernel, chains: int, choice: _Discrepancy, testing: _TestOptions) -> dict:
+    """``{"discrepancy", "test"}``: the Nyström KSD and its test, the exact discrepancy alone, the aggregated test
+    beside the discrepancy, or the single-kernel test, which computes the discrepancy on the way (one pass)."""
+    t = testing
+    if choice.method == "nystrom":
         from steinax.stein.nystrom import nystrom_ksd_test
 
-        boot = ("dependent" if _is_chains(samples, chains) else "iid") if bootstrap == "auto" else bootstrap
-        res = nystrom_ksd_test(x, scores, kernel, rng_key=rng_key if test else jax.random.key(0), level=level,
-                               n_bootstrap=n_bootstrap if test else 1, bootstrap=boot, block_length=block_length,
-                               chains=int(chains))
-        return SampleQuality(discrepancy=float(res.discrepancy), test=res if test else None, **meta)
-    if not test:
-        fn = ksd if kind == "ksd" else kcc_sd
-        return SampleQuality(discrepancy=float(fn(x, scores, kernel, estimator, block_size=block_size)), **meta)
-    if bootstrap == "auto":
-        bootstrap = "dependent" if _is_chains(samples, chains) else "iid"
-    if aggregated:
-        if kind != "ksd":
-            raise ValueError(f"`aggregated=True` needs kind='ksd'; received kind={kind!r}")
+        res = nystrom_ksd_test(x, scores, kernel, rng_key=t.rng_key if t.run else jax.random.key(0), level=t.level,
+                               n_bootstrap=t.n_bootstrap if t.run else 1, bootstrap=t.bootstrap,
+                               block_length=t.block_length, chains=chains)
+        return {"discrepancy": float(res.discrepancy), "test": res if t.run else None}
+    if not t.run:
+        fn = ksd if choice.kind == "ksd" else kcc_sd
+        return {"discrepancy": float(fn(x, scores, kernel, choice.estimator, block_size=choice.block_size)),
+                "test": None}
+    if choice.aggregated:
+        if choice.kind != "ksd":
+            raise ValueError(f"`aggregated=True` needs kind='ksd'; received kind={choice.kind!r}")
         from steinax.stein.ksdagg import ksdagg_test
 
-        if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, (int, np.integer)) or n_bootstrap < 2:
-            raise ValueError(f"`n_bootstrap` must be an integer >= 2 for the aggregated test; received {n_bootstrap!r}")
-        half = int(n_bootstrap) // 2  # the same total number of bootstrap draws as the single test: B1 = B2 = B / 2
-        agg = ksdagg_test(x, scores, rng_key=rng_key, level=level, n_bootstrap=(half, half), bootstrap=bootstrap,
-                          block_length=block_length, chains=int(chains), block_size=block_size)
-        disc = float(ksd(x, scores, kernel, estimator, block_size=block_size))
-        return SampleQuality(discrepancy=disc, test=agg, **meta)
-    # the test computes the discrepancy on the way: one pass over the Stein kernel matrix
-    res = gof_test(x, scores, kernel, rng_key=rng_key, kind=kind, estimator=estimator, level=level,
-                   n_bootstrap=n_bootstrap, block_size=block_size, bootstrap=bootstrap,
-                   block_length=block_length, chains=int(chains))
-    return SampleQuality(discrepancy=float(res.discrepancy), test=res, **meta)
+        n_boot = t.n_bootstrap
+        if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 2:
+            raise ValueError(f"`n_bootstrap` must be an integer >= 2 for the aggregated test; received {n_boot!r}")
+        half = int(n_boot) // 2  # the same total number of bootstrap draws as the single test: B1 = B2 = B / 2
+        agg = ksdagg_test(x, scores, rng_key=t.rng_key, level=t.level, n_bootstrap=(half, half), bootstrap=t.bootstrap,
+                          block_length=t.block_length, chains=chains, block_size=choice.block_size)
+        return {"discrepancy": float(ksd(x, scores, kernel, choice.estimator, block_size=choice.block_size)),
+                "test": agg}
+    res = gof_test(x, scores, kernel, rng_key=t.rng_key, kind=choice.kind, estimator=choice.estimator, level=t.level,
+                   n_bootstrap=t.n_bootstrap, block_size=choice.block_size, bootstrap=t.bootstrap,
+                   block_length=t.block_length, chains=chains)
+    return {"discrepancy": float(res.discrepancy), "test": res}

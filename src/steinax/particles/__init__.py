@@ -9,8 +9,9 @@ from steinax.particles.base import AbstractParticleMethod, ParticleState, StepIn
 from steinax.particles.algorithm import SamplingAlgorithm, sampling_algorithm
 from steinax.particles.baselines import MAPAscent, map_ascent
 from steinax.particles.optim import ScaleByAdagradMomentumState, adagrad_momentum, scale_by_adagrad_momentum
-from steinax.particles.loop import (ConvergenceWarning, DivergenceWarning, FixedSteps, NonFiniteError, RunInterrupted,
-                                    RunResult, StoppingRule, Trace, UntilSettled, run, run_until_converged)
+from steinax.particles.loop import (AbstractStage, Chain, ConvergenceWarning, DivergenceWarning, FixedSteps,
+                                    NonFiniteError, ParticleLoop, RunInterrupted, RunResult, Staged, StoppingRule, Trace,
+                                    UntilSettled, run, run_until_converged)
 from steinax.particles.svgd import SVGD, svgd, svgd_direction
 
 __all__ = [
@@ -19,6 +20,10 @@ __all__ = [
     "ConvergenceWarning",
     "run_until_converged",
     "StoppingRule",
+    "AbstractStage",
+    "Staged",
+    "ParticleLoop",
+    "Chain",
     "FixedSteps",
     "UntilSettled",
     "AbstractParticleMethod",

@@ -23,7 +23,6 @@ kernel with the median heuristic (each library's default kernel).
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["PEERS", "nuts_seconds_to_ess"]

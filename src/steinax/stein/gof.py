@@ -48,7 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from steinax._memory import require_memory
-from steinax._validation import check_block_size, check_finite_statistic, check_key, check_particles, check_scores
+from steinax._validation import check_block_size, check_finite_statistic, check_key, check_particles, check_scores, user_stacklevel
 from steinax.kernels.base import IMQ, AbstractKernel, as_kernel, imq_fast_path, map_coordinates
 from steinax.kernels.pairwise import fold_row_blocks, pairwise_plan
 from steinax.stein.ksd import check_estimator, stein_kernel_from_terms, stein_terms
@@ -279,7 +279,7 @@ def checked_test_inputs(particles, scores, rng_key, estimator, level, n_bootstra
             f"than {MIN_BLOCKS} blocks and the dependent bootstrap cannot have power (a stuck or slowly mixing "
             f"chain): no decision. Run the chains for at least {MIN_BLOCKS * length} draws"
         )
-        warnings.warn(untestable, UntestableWarning, stacklevel=3)  # the user's call of the test
+        warnings.warn(untestable, UntestableWarning, stacklevel=user_stacklevel())  # the user's line
     return particles, scores, length, untestable
 
 
@@ -394,11 +394,6 @@ def bootstrap_statistics(rng_key, n_bootstrap, kind, particles, scores, kernel, 
         statistic, boot_b, discrepancy = _gof(kind, particles, scores, kernel, w, estimator, block_size)
         boots.append(boot_b)
     return statistic, jnp.concatenate(boots), discrepancy
-    statistic, boot, discrepancy = bootstrap_statistics(rng_key, n_bootstrap, kind, particles, scores, kernel, estimator,
-                                                        block_size, bootstrap, length, chains)
-    p_value = (1.0 + jnp.sum(boot >= statistic)) / (1.0 + n_bootstrap)
-    threshold = jnp.quantile(boot, 1.0 - level)
-    return statistic, p_value, threshold, discrepancy
 
 
 TILE = 512

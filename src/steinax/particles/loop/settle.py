@@ -46,7 +46,6 @@ more times its own minimum (after the first tenth of the run) also warns (:func:
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 
 import jax
@@ -192,7 +191,7 @@ class DivergenceWarning(RuntimeWarning):
     """A run whose particles stayed finite but exploded, or whose trace's KSD is not finite."""
 
 
-def warn_if_diverging(trace: Trace) -> None:
+def warn_if_diverging(trace) -> None:
     """Warn, naming the first step, when the trace's KSD is not finite or the particles' largest coordinate grew
     more than ``DIVERGENCE_FACTOR`` times beyond ``max(1, its initial value)`` (finite particles can still diverge:
     a heavy-tailed prior sent a coordinate to 1.9e19 while every step was finite)."""
