@@ -19,8 +19,8 @@ import types
 
 PACKAGES = ("steinax", "steinax.stein", "steinax.diagnostics", "steinax.particles", "steinax.kernels",
             "steinax.targets", "steinax.metrics", "steinax.models", "steinax.gp", "steinax.posteriors",
-            "steinax.mcmc", "steinax.vi", "steinax.unfold", "steinax.checkpoint", "steinax.plot", "steinax.datasets",
-            "steinax.sharding")
+            "steinax.baselines.mcmc", "steinax.baselines.vi", "steinax.unfold", "steinax.runtime.checkpoint", "steinax.interfaces.plot", "steinax.datasets",
+            "steinax.runtime.sharding")
 DOCS = os.path.dirname(os.path.abspath(__file__))
 
 

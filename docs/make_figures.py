@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 import steinax
-from steinax.plot import _pyplot, plot_particles, plot_trace, save_figure
+from steinax.interfaces.plot import _pyplot, plot_particles, plot_trace, save_figure
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "figures")
 

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 
 import steinax
-from steinax.plot import plot_particles
+from steinax.interfaces.plot import plot_particles
 from steinax.diagnostics import spread_check
 
 

@@ -3,7 +3,7 @@
 
 `steinax.targets.from_numpyro` turns a NumPyro model into a target in NumPyro's unconstrained
 space; `result.samples` gives the draws back by site name. NUTS (NumPyro's, through
-`steinax.mcmc.nuts`) on the same target is the reference. The non-centred model, 100 particles.
+`steinax.baselines.mcmc.nuts`) on the same target is the reference. The non-centred model, 100 particles.
 """
 
 import time
@@ -16,7 +16,7 @@ import numpyro
 import numpyro.distributions as dist
 
 import steinax
-from steinax.mcmc import nuts
+from steinax.baselines.mcmc import nuts
 from steinax.targets import from_numpyro
 
 y = jnp.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0])

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from steinax.diagnostics import sample_quality, stein_thinning
-from steinax.mcmc import nuts
+from steinax.baselines.mcmc import nuts
 
 
 def logdensity(x):

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import steinax
-from steinax.sharding import particle_mesh
+from steinax.runtime.sharding import particle_mesh
 
 
 def logdensity(x):

@@ -19,7 +19,7 @@ def read_csv(path: str) -> list[dict]:
 
 
 def save_figure(fig, path: str) -> None:
-    from steinax.plot import save_figure as save
+    from steinax.interfaces.plot import save_figure as save
 
     save(fig, path)
 

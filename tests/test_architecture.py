@@ -36,3 +36,23 @@ def test_an_added_circle_breaks_the_contract(tmp_path):
     assert out.returncode != 0
     assert "No import circles among the siblings of any package BROKEN" in out.stdout, out.stdout[-3000:]
     assert "steinax.particles.loop" in out.stdout and ("fixed" in out.stdout and "options" in out.stdout)
+
+
+def test_old_module_paths_are_the_moved_modules():
+    """Every moved module keeps its old import path (``steinax._aliases``): ``import``, ``from ... import`` and
+    attribute access all give the module at its new place, the same object."""
+    import importlib
+
+    import steinax
+    from steinax._aliases import ALIASES
+
+    for old, new in ALIASES.items():
+        assert importlib.import_module(old) is importlib.import_module(new), old
+        parent, name = old.rsplit(".", 1)
+        if old != "steinax.particles.run":  # that name is the function run: importing the old path must not rebind it
+            assert getattr(importlib.import_module(parent), name) is importlib.import_module(new), old
+    assert callable(steinax.particles.run) and steinax.particles.run is steinax.run
+    from steinax.checkpoint import save_checkpoint
+    from steinax.runtime.checkpoint import save_checkpoint as moved
+
+    assert save_checkpoint is moved and steinax.mcmc.nuts is importlib.import_module("steinax.baselines.mcmc").nuts

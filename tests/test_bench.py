@@ -5,7 +5,7 @@ import csv
 import numpy as np
 import pytest
 
-from steinax import bench, cli
+from steinax.interfaces import bench, cli
 
 
 def _rows(path):
@@ -107,7 +107,7 @@ def test_settings_are_checked_before_any_run():
 
 _FAKE = """
 import sys, time
-from steinax import bench
+from steinax.interfaces import bench
 
 def fake(task, X, y, method, seed, s):
     time.sleep(0.05)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import steinax
-from steinax import cli
+from steinax.interfaces import cli
 from steinax.diagnostics import as_sample_array, load_samples, sample_quality
 
 

@@ -63,7 +63,7 @@ def _modules_with_examples():
 
     names = []
     for info in pkgutil.walk_packages(steinax.__path__, "steinax."):
-        if info.name == "steinax.cli":
+        if info.name == "steinax.interfaces.cli":
             continue
         path = os.path.join(ROOT, "src", *info.name.split(".")) + ("/__init__.py" if info.ispkg else ".py")
         if os.path.exists(path) and ">>>" in open(path).read():

@@ -12,7 +12,7 @@ import optax
 import pytest
 
 import steinax
-from steinax import cli
+from steinax.interfaces import cli
 from steinax.diagnostics import load_samples, sample_quality
 
 X = jnp.ones((4, 2)) * jnp.arange(4.0)[:, None]
@@ -169,7 +169,7 @@ def test_cli_targets_that_exit_or_import_siblings(tmp_path):
     (tmp_path / "model.py").write_text(_SIBLING)
     (tmp_path / "xarray.py").write_text("raise RuntimeError('a stray xarray.py was imported')\n")
     env = {"HOME": os.environ.get("HOME", "/root"), "PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin"}
-    run = lambda *args: subprocess.run([sys.executable, "-m", "steinax.cli", *args], cwd=tmp_path, env=env,  # noqa: E731
+    run = lambda *args: subprocess.run([sys.executable, "-m", "steinax.interfaces.cli", *args], cwd=tmp_path, env=env,  # noqa: E731
                                        capture_output=True, text=True, timeout=300)
     out = run("ksd", "x.npy", "--target", "exits.py:logp", "--no-test")
     assert out.returncode == 2 and "called sys.exit(0)" in out.stderr, out.stderr
@@ -232,7 +232,7 @@ def test_bootstrap_multipliers_in_batches_when_b_n_exceeds_the_budget(monkeypatc
 def test_a_checkpoint_names_the_mesh_when_it_changed(tmp_path):
     from jax.sharding import Mesh
 
-    from steinax.checkpoint import CheckpointMismatchError
+    from steinax.runtime.checkpoint import CheckpointMismatchError
 
     path = tmp_path / "run.npz"
     x0 = jax.random.normal(jax.random.key(0), (8, 2))

@@ -1,11 +1,11 @@
-"""SG-MCMC and NUTS baselines (steinax.mcmc): stationary moments, preconditioning, clear errors."""
+"""SG-MCMC and NUTS baselines (steinax.baselines.mcmc): stationary moments, preconditioning, clear errors."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from steinax import mcmc
+from steinax.baselines import mcmc
 
 SCALES = jnp.array([0.1, 3.0])  # an anisotropic Gaussian: standard deviations 0.1 and 3
 

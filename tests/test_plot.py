@@ -1,4 +1,4 @@
-"""steinax.plot: panels, labels and atomic saving."""
+"""steinax.interfaces.plot: panels, labels and atomic saving."""
 
 import os
 import stat
@@ -10,7 +10,7 @@ import pytest
 
 import steinax
 from steinax._io import default_file_mode
-from steinax.plot import plot_marginals, plot_particles, plot_trace, save_figure
+from steinax.interfaces.plot import plot_marginals, plot_particles, plot_trace, save_figure
 
 matplotlib.use("Agg")
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import steinax
-from steinax import cli
+from steinax.interfaces import cli
 from steinax.diagnostics import sample_quality
 from steinax.particles.svgd import SVGD
 from steinax.stein import gof_test, kcc_sd, mksd, stein_kernel_matrix

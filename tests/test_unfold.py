@@ -247,7 +247,7 @@ def test_training_resumes_after_interruption(tmp_path, monkeypatch, key):
     schedule and losses of an uninterrupted call (DUSVGD over 2 stages of 3 epochs; C-DUSVGD over 5 epochs, the
     same loop with other parameters); a finished file returns its schedule without training; a call with other
     settings refuses the file."""
-    import steinax.checkpoint as ckpt
+    import steinax.runtime.checkpoint as ckpt
 
     target, problem = _gmm_problem(n=10, m=20, dtype=jnp.float32)
     loss = unfold.mmd_loss()
@@ -335,7 +335,7 @@ def test_a_resume_with_another_optimizer_is_refused_by_behaviour(train, tmp_path
     (optax keeps hyperparameters in closures: the state's structure is the same). Now the optimizer's update at steps
     0 to 10^6 is stored and compared: another learning rate, or a schedule that differs only after step 0, is named;
     so are other initial particles and another loss (the first problem of a fixed batch)."""
-    import steinax.checkpoint as ckpt
+    import steinax.runtime.checkpoint as ckpt
 
     target, problem = _gmm_problem(n=10, m=20, dtype=jnp.float32)
     common = dict(target=target, batch_size=2, rng_key=key, epochs=2)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import steinax
-from steinax import cli
+from steinax.interfaces import cli
 from steinax._validation import PrecisionWarning
 from steinax.diagnostics import load_samples, sample_quality
 
@@ -205,7 +205,7 @@ def test_csv_index_columns_are_not_dimensions(tmp_path):
 def test_demo_figure_labels_legend_colorbar():
     """Was: the demo's panels had no axis labels, legend or colour bar (the demo draws them with plot_particles;
     its file mode, once 0600, is checked in tests/cli/test_cli.py)."""
-    from steinax.plot import plot_particles
+    from steinax.interfaces.plot import plot_particles
 
     fig = plot_particles(np.random.default_rng(5).normal(size=(20, 2)), steinax.targets.star(), extent=(-3, 3, -3, 3))
     ax = fig.axes[0]

@@ -1,11 +1,11 @@
-"""Gaussian VI (steinax.vi.gaussian_vi) on NumPyro targets."""
+"""Gaussian VI (steinax.baselines.vi.gaussian_vi) on NumPyro targets."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from steinax.vi import gaussian_vi
+from steinax.baselines.vi import gaussian_vi
 
 
 @pytest.mark.slow  # two SVI compilations, 16 s: CI's slow pass

@@ -19,7 +19,8 @@ import sys
 
 import numpy as np
 
-from steinax import bench, datasets
+from steinax import datasets
+from steinax.interfaces import bench
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402

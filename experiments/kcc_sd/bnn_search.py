@@ -34,7 +34,7 @@ import jax
 import numpy as np
 
 from steinax import datasets
-from steinax.bench import DEFAULTS, _one_job
+from steinax.interfaces.bench import DEFAULTS, _one_job
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _common import banner, pyplot, read_csv, save_figure, write_csv_atomically  # noqa: E402

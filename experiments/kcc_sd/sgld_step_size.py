@@ -6,7 +6,7 @@ would pick the largest. What changed or was lost, chosen here and printed:
 
 * data: Boston housing (yacht ships in no offline package; ../shared/DATASETS.md), 90/10 split,
   standardised; model :class:`steinax.models.BNNRegression` with 10 sigmoid hidden units (d = 153);
-* SGLD from BlackJAX (``blackjax.sgld``, through :func:`steinax.mcmc.sgld`), minibatch 32, 5 chains
+* SGLD from BlackJAX (``blackjax.sgld``, through :func:`steinax.baselines.mcmc.sgld`), minibatch 32, 5 chains
   started from Liu's initialisation; ``--burn-in`` and ``--samples`` steps (default 5,000 each,
   fewer than the paper's, for this 2-core machine);
 * per step size: the pooled draws thinned to ``--keep`` (default 1000) points; squared V-statistic
@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import steinax
-from steinax import mcmc
+from steinax.baselines import mcmc
 from steinax.datasets import load_boston, train_test_split
 from steinax.models import BNNRegression
 from steinax.stein import kcc_sd

@@ -8,7 +8,7 @@ splits (the code's; the paper says 70/10/20). Methods: vanilla SVGD (median rule
 average and mixture with the Fisher preconditioner (steinax defaults: minibatch empirical Fisher
 of the posterior, running average rho_t = min(1 - 1/t, 0.95), eigenvalue floor 1e-2,
 Q-metric median kernel, mixture weights N(x; z_l, Q_l^{-1})), and pSGLD with n parallel chains
-(``steinax.mcmc.sgld(preconditioned=True)``: RMSprop decay 0.99, delta 1e-5).
+(``steinax.baselines.mcmc.sgld(preconditioned=True)``: RMSprop decay 0.99, delta 1e-5).
 
 Step sizes: each method's from the grid {1e-3, 5e-3, 1e-2, 5e-2, 1e-1} (the code's) by the
 validation accuracy at the last iteration, on the first split; pSGLD's from
@@ -34,7 +34,7 @@ import optax
 
 import steinax
 from steinax import datasets
-from steinax.mcmc import sgld
+from steinax.baselines.mcmc import sgld
 from steinax.models import LogisticRegression
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

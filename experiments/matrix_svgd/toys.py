@@ -46,7 +46,7 @@ import optax
 
 import steinax
 from steinax.metrics import mmd2
-from steinax.plot import plot_particles
+from steinax.interfaces.plot import plot_particles
 from steinax.targets import DoubleBanana, GaussianMixture, Sine, star
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

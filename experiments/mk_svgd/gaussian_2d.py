@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import steinax
-from steinax.plot import plot_particles, plot_trace
+from steinax.interfaces.plot import plot_particles, plot_trace
 from steinax.targets import Gaussian
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -93,7 +93,7 @@ MODELS = {"radon": (radon, radon_data), "dirichlet_mixture": (mixture, mixture_d
 
 
 def reference_of(target, dim, seed, warmup=1000, samples=2000):
-    from steinax.mcmc import nuts
+    from steinax.baselines.mcmc import nuts
     from steinax.posteriors import Reference
 
     x0 = target.init_particles(jax.random.key(seed), 4)

@@ -143,7 +143,7 @@ def main(argv=None):
             key = jax.random.key(init)
             t0 = time.perf_counter()
             if method == "NUTS":
-                from steinax.mcmc import nuts
+                from steinax.baselines.mcmc import nuts
 
                 model = SparseGP(Xtr, ytr, "gaussian", "matern32", inducing=model.Z, batch_size=None)  # full data
                 x_map = map_estimate(model, model.init_particles(jax.random.fold_in(key, 3), 1)[0], args.map_steps)

@@ -15,10 +15,10 @@ is left out); 70/30 splits, inputs standardised on the training part.
 * Sliced-J (``--methods`` ``Sliced``; issue 25's rerun with the posterior suite's recommended method for
   higher-dimensional, near-Gaussian posteriors): ``steinax.sliced_svgd()`` with the suite's optimizer (SGD 0.1,
   each step clipped to norm 1), ``--sliced-steps`` iterations, J in ``--sliced-particles``, from the prior.
-* VI: a Gaussian over all of (theta, nu) (``steinax.vi.gaussian_vi``, NumPyro
+* VI: a Gaussian over all of (theta, nu) (``steinax.baselines.vi.gaussian_vi``, NumPyro
   SVI, full rank, Adam 0.01, ``--baseline-steps``), 20 draws. (The paper's VI
   keeps theta as a point estimate; see the docs.)
-* NUTS (``steinax.mcmc.nuts``): one chain from the MAP (Adam 0.05, 500 steps,
+* NUTS (``steinax.baselines.mcmc.nuts``): one chain from the MAP (Adam 0.05, 500 steps,
   timed with it), ``--nuts-warmup`` + ``--nuts-samples`` draws (300 + 300,
   trees of depth at most 7: the whitened posterior's trajectories otherwise run
   to 1023 leapfrog steps), every 5th kept. (The paper: HMC, 5000 draws, 2000
@@ -47,10 +47,10 @@ import numpy as np
 
 from steinax import datasets
 from steinax.gp import LatentGP
-from steinax.mcmc import nuts
+from steinax.baselines.mcmc import nuts
 from steinax.metrics import expected_calibration_error
 from steinax.posteriors.suite import particle_method
-from steinax.vi import gaussian_vi
+from steinax.baselines.vi import gaussian_vi
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _common import (  # noqa: E402

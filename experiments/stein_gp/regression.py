@@ -15,7 +15,7 @@ hyperparameters (lengthscales, variance, noise variance).
 * VI: a full-rank Gaussian over the same hyperparameter posterior (NumPyro
   SVI, ``AutoMultivariateNormal``, Adam 0.01, 2000 steps); its predictive
   mixes 20 posterior draws.
-* NUTS (``steinax.mcmc.nuts``, NumPyro) on the same posterior, one chain
+* NUTS (``steinax.baselines.mcmc.nuts``, NumPyro) on the same posterior, one chain
   started at the ML optimum (not timed), ``--nuts-warmup`` + ``--nuts-samples``
   draws; its predictive mixes every 5th draw. The paper has no MCMC row for
   regression; it is here for the runtime ratio (the issue's "against NUTS").
@@ -49,8 +49,8 @@ import numpy as np
 
 from steinax import datasets
 from steinax.gp import GPRegression, type2_ml
-from steinax.mcmc import nuts
-from steinax.vi import gaussian_vi
+from steinax.baselines.mcmc import nuts
+from steinax.baselines.vi import gaussian_vi
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _common import banner, run_steingp, pyplot, resumable_rows, save_figure, write_csv_atomically  # noqa: E402

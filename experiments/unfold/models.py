@@ -49,7 +49,8 @@ import numpy as np
 import optax
 
 import steinax
-from steinax import bench, datasets, unfold
+from steinax import datasets, unfold
+from steinax.interfaces import bench
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402

@@ -9,7 +9,8 @@ from steinax import _aliases
 
 _aliases.install()  # old module paths of moved modules (steinax._aliases.ALIASES)
 from steinax import datasets, diagnostics, kernels, metrics, models, stein, targets
-from steinax import gp, sharding, unfold
+from steinax import gp, unfold
+from steinax.runtime import sharding
 from steinax.kernels import IMQ, RBF
 from steinax.particles import (
     ConvergenceWarning,
@@ -78,3 +79,7 @@ __all__ = [
     "adagrad_momentum",
     "scale_by_adagrad_momentum",
 ]
+
+
+def __getattr__(name):  # moved modules at their old paths, e.g. steinax.checkpoint (steinax._aliases)
+    return _aliases.attribute(__name__, name)

@@ -18,6 +18,14 @@ ALIASES = {
     "steinax.particles.run": "steinax.particles.loop",
     "steinax.particles.converge": "steinax.particles.loop",
     "steinax.particles.interrupt": "steinax.particles.loop.interrupt",
+    # issue 48: single-file modules into folders that name their roles
+    "steinax.mcmc": "steinax.baselines.mcmc",
+    "steinax.vi": "steinax.baselines.vi",
+    "steinax.cli": "steinax.interfaces.cli",
+    "steinax.bench": "steinax.interfaces.bench",
+    "steinax.plot": "steinax.interfaces.plot",
+    "steinax.checkpoint": "steinax.runtime.checkpoint",
+    "steinax.sharding": "steinax.runtime.sharding",
 }
 
 

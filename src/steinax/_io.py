@@ -16,6 +16,8 @@ temporary, or one written from another host, is never touched.
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import os
 import re
 import socket
@@ -188,3 +190,35 @@ def atomic_write_csv(path: str | os.PathLike, rows: list[dict], fields=None) -> 
     writer.writeheader()
     writer.writerows(rows)
     atomic_write_text(path, buf.getvalue())
+
+
+def read_rows(path) -> list[dict]:
+    """The rows of a results CSV file (none when it does not exist yet)."""
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@contextlib.contextmanager
+def locked(path):
+    """An exclusive lock on ``path + ".lock"`` (``fcntl.flock``; released when the process dies)."""
+    import fcntl
+
+    with open(path + ".lock", "a") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def append_row(path, row: dict, fields, key) -> None:
+    """Add ``row`` to the results CSV at ``path`` under a lock: re-read what is there (another process may have added
+    rows), keep every row once (by the fields named in ``key``), write atomically (:func:`atomic_write_csv`)."""
+    with locked(path):
+        rows = read_rows(path)
+        mine = tuple(str(row[k]) for k in key)
+        if mine not in {tuple(str(r[k]) for k in key) for r in rows}:
+            rows.append(row)
+        atomic_write_csv(path, rows, fields)

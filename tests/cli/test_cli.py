@@ -4,7 +4,7 @@ import stat
 
 from steinax._io import default_file_mode
 
-from steinax.cli import main
+from steinax.interfaces.cli import main
 
 
 @pytest.mark.slow  # ~40-50 s; runs in CI's slow pass

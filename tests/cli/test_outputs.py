@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from steinax import cli
+from steinax.interfaces import cli
 
 TARGET = "import jax.numpy as jnp\ndef logp(v):\n    return -0.5 * jnp.sum(v ** 2)\n"
 
@@ -23,7 +23,7 @@ def _inputs(tmp_path):
 def no_work(monkeypatch):
     """Thinning, the demo's runs and the benchmark's jobs fail the test if reached."""
     import steinax
-    import steinax.bench
+    import steinax.interfaces.bench
     import steinax.diagnostics
     import steinax.posteriors.suite
 
@@ -33,7 +33,7 @@ def no_work(monkeypatch):
     monkeypatch.setattr(steinax.diagnostics, "stein_thinning", reached)
     monkeypatch.setattr(steinax.diagnostics, "load_samples", reached)
     monkeypatch.setattr(steinax, "run", reached)
-    monkeypatch.setattr(steinax.bench, "_one_job", reached)
+    monkeypatch.setattr(steinax.interfaces.bench, "_one_job", reached)
     monkeypatch.setattr(steinax.posteriors.suite, "evaluate", reached)
 
 

@@ -65,7 +65,7 @@ def test_known_values_of_the_gp_classification_sets():
     assert int(y.sum()) == 212 and X[0, :3].tolist() == [59, 52, 70]  # 212 abnormal of 267; SPECTF.train row 1
     X, y = _load_or_skip("hepatitis")
     assert int(y.sum()) == 32 and X[0, :2].tolist() == [30, 2]  # 32 deaths; row 1: age 30, male
-    raw = np.genfromtxt(datasets._imbd_path("hepatitis", "hepatitis.data.txt"), delimiter=",", missing_values="?")
+    raw = np.genfromtxt(datasets.sources._imbd_path("hepatitis", "hepatitis.data.txt"), delimiter=",", missing_values="?")
     assert np.isnan(raw[0, 18]) and X[0, 17] == np.nanmedian(raw[:, 18])  # row 1's missing protime: the median
     X, y = _load_or_skip("haberman")
     assert int(y.sum()) == 81 and [30, 64, 1] in X.tolist()  # 81 deaths within 5 years; UCI's row 1 (KEEL's order)

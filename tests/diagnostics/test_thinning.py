@@ -170,7 +170,7 @@ def test_two_level_argmin_is_jnp_argmin(n):
 
 
 def test_cli_thin_writes_the_same_picks_as_the_function(tmp_path, capsys):
-    from steinax import cli
+    from steinax.interfaces import cli
 
     x, _ = _biased_gaussian(600, 2, seed=6)
     np.save(tmp_path / "x.npy", x.reshape(2, 300, 2))

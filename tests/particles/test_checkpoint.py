@@ -14,7 +14,7 @@ import optax
 import pytest
 
 import steinax
-from steinax.checkpoint import FORMAT, CheckpointMismatchError, read_meta
+from steinax.runtime.checkpoint import FORMAT, CheckpointMismatchError, read_meta
 
 
 def _logp(x):
@@ -252,7 +252,7 @@ def test_a_score_only_target_resumes_and_a_changed_score_is_refused(tmp_path):
 def test_fingerprint_of_a_function_leaf_holds_no_memory_address():
     """A plain function as a leaf (the unfolding trainers fingerprint their ``target`` as given) gives the same
     fingerprint wherever it lives in memory, as it does in a resumed process; another name gives another."""
-    from steinax.checkpoint import fingerprint_tree
+    from steinax.runtime.checkpoint import fingerprint_tree
 
     def make():
         def logp(x):
@@ -272,7 +272,7 @@ def test_resume_refuses_a_new_x0_and_a_later_schedule_and_extends_with_the_store
     refused for a trace spacing (a default of ``steps``) the user never chose."""
     import optax
 
-    from steinax.checkpoint import CheckpointMismatchError
+    from steinax.runtime.checkpoint import CheckpointMismatchError
 
     logp = lambda x: -0.5 * jnp.sum(x * x)  # noqa: E731
     x0 = jax.random.normal(jax.random.key(0), (20, 2))

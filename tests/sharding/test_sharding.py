@@ -73,11 +73,11 @@ def test_data_parallel_scores_equal_the_unsplit_target(tmp_path):
 def test_data_parallel_refuses_what_it_cannot_split():
     from steinax.targets import LogDensityTarget, MinibatchTarget
 
-    mesh = steinax.sharding.particle_mesh(jax.devices()[:1])
+    mesh = steinax.runtime.sharding.particle_mesh(jax.devices()[:1])
     with pytest.raises(TypeError, match="MinibatchTarget"):
-        steinax.sharding.data_parallel(LogDensityTarget(lambda x: -jnp.sum(x * x)), mesh)
+        steinax.runtime.sharding.data_parallel(LogDensityTarget(lambda x: -jnp.sum(x * x)), mesh)
     with pytest.raises(TypeError, match="Mesh"):
-        steinax.sharding.data_parallel(MinibatchTarget(lambda w: 0.0, lambda w, e: 0.0, jnp.zeros((4, 2))), "cpu")
+        steinax.runtime.sharding.data_parallel(MinibatchTarget(lambda w: 0.0, lambda w, e: 0.0, jnp.zeros((4, 2))), "cpu")
 
 
 def _free_port():
@@ -105,20 +105,20 @@ def test_two_process_run_matches(tmp_path):
 
 
 def test_mesh_that_does_not_divide_the_particles_is_refused():
-    mesh = steinax.sharding.particle_mesh(jax.devices()[:1])
+    mesh = steinax.runtime.sharding.particle_mesh(jax.devices()[:1])
     x = jnp.zeros((5, 2))
-    steinax.sharding.shard_particles(x, mesh)  # one device divides everything
+    steinax.runtime.sharding.shard_particles(x, mesh)  # one device divides everything
     fake = type("M", (), {})()
     with pytest.raises(TypeError, match="`mesh` must be a jax.sharding.Mesh"):
         steinax.svgd(mesh=fake)
     with pytest.raises(ValueError, match=r"do not divide the n = 7 particles; expected n to be a multiple of 2"):
-        steinax.sharding.check_mesh(jax.sharding.Mesh(np.array(jax.devices() * 2), ("particles",)), 7)
+        steinax.runtime.sharding.check_mesh(jax.sharding.Mesh(np.array(jax.devices() * 2), ("particles",)), 7)
 
 
 def test_uninitialised_distributed_runtime_is_a_clear_error():
     assert not jax.distributed.is_initialized()
     with pytest.raises(RuntimeError, match=r"distributed runtime is not initialised.*jax.distributed.initialize"):
-        steinax.sharding.distributed_mesh()
+        steinax.runtime.sharding.distributed_mesh()
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, True, "64"])

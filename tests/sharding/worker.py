@@ -31,7 +31,7 @@ def run(method):
 
 
 def save(out, res):
-    np.savez(out, particles=steinax.sharding.gather(res.particles), ksd=np.asarray(res.trace.ksd),
+    np.savez(out, particles=steinax.runtime.sharding.gather(res.particles), ksd=np.asarray(res.trace.ksd),
              bandwidth=np.asarray(res.trace.method["bandwidth"]))
 
 
@@ -39,7 +39,7 @@ def data_parallel(out):
     """Scores of a regression model with its 64 examples split over 4 devices, against the unsplit target."""
     from steinax.targets import MinibatchTarget
 
-    mesh = steinax.sharding.particle_mesh()
+    mesh = steinax.runtime.sharding.particle_mesh()
     k1, k2 = jax.random.split(jax.random.key(5))
     features = jax.random.normal(k1, (64, D))
     y = features @ jnp.array([1.0, -2.0, 0.5]) + 0.1 * jax.random.normal(k2, (64,))
@@ -51,19 +51,19 @@ def data_parallel(out):
         return -0.5 * jnp.sum(w * w)
 
     full = MinibatchTarget(logprior, loglik, (y, features))
-    split = steinax.sharding.data_parallel(full, mesh)
+    split = steinax.runtime.sharding.data_parallel(full, mesh)
     x = jax.random.normal(jax.random.key(1), (8, D))
     want = full.evaluate(jax.random.key(0), x)
     got = jax.jit(lambda k, p: split.evaluate(k, p))(jax.random.key(0), x)
     # minibatches of 16 (4 per device): the mean over many draws estimates the full score
-    mini = steinax.sharding.data_parallel(MinibatchTarget(logprior, loglik, (y, features), batch_size=16), mesh)
+    mini = steinax.runtime.sharding.data_parallel(MinibatchTarget(logprior, loglik, (y, features), batch_size=16), mesh)
     draws = jax.jit(jax.vmap(lambda k, p: mini.evaluate(k, p)[1], in_axes=(0, None)))(
         jax.random.split(jax.random.key(2), 4000), x)
     errors = []
     for bad in (MinibatchTarget(logprior, loglik, (y, features), batch_size=10),  # 4 does not divide B
                 MinibatchTarget(logprior, loglik, (y[:62], features[:62]))):  # nor N
         try:
-            steinax.sharding.data_parallel(bad, mesh)
+            steinax.runtime.sharding.data_parallel(bad, mesh)
         except ValueError as exc:
             errors.append(str(exc))
     x0 = jax.random.normal(jax.random.key(3), (16, D))
@@ -72,7 +72,7 @@ def data_parallel(out):
     ref = steinax.run(steinax.svgd(), full, x0, **args)
     np.savez(out, want_logp=np.asarray(want[0]), got_logp=np.asarray(got[0]), want=np.asarray(want[1]),
              got=np.asarray(got[1]), draw_mean=np.asarray(draws.mean(0)), draw_sd=np.asarray(draws.std(0)),
-             n_draws=draws.shape[0], errors=np.asarray(errors), run=steinax.sharding.gather(res.particles), run_ref=np.asarray(ref.particles))
+             n_draws=draws.shape[0], errors=np.asarray(errors), run=steinax.runtime.sharding.gather(res.particles), run_ref=np.asarray(ref.particles))
 
 
 if __name__ == "__main__":
@@ -82,7 +82,7 @@ if __name__ == "__main__":
         data_parallel(out)
     elif mode == "single":
         assert jax.device_count() == 4, jax.devices()
-        mesh = steinax.sharding.particle_mesh()
+        mesh = steinax.runtime.sharding.particle_mesh()
         ref = run(steinax.svgd())
         for name, method in [("sharded", steinax.svgd(mesh=mesh)), ("sharded_blocked", steinax.svgd(mesh=mesh, block_size=5))]:
             res = run(method)
@@ -94,7 +94,7 @@ if __name__ == "__main__":
         x = jax.random.normal(jax.random.key(3), (400, 5))
         # the same distances (blocks of 7 rows; other block shapes round the products differently)
         want = steinax.kernels.median_bandwidth(x, "liu", block_size=7)
-        spec = steinax.sharding.particle_spec(mesh)
+        spec = steinax.runtime.sharding.particle_spec(mesh)
         got = jax.shard_map(
             lambda xl: steinax.kernels.median_bandwidth(jax.lax.all_gather(xl, "particles", tiled=True), "liu",
                                                         block_size=7, axis_name="particles"),
@@ -105,6 +105,6 @@ if __name__ == "__main__":
         jax.distributed.initialize(coordinator_address=f"localhost:{port}", num_processes=2, process_id=rank,
                                    local_device_ids=None)
         assert jax.process_count() == 2 and jax.device_count() == 4, (jax.process_count(), jax.devices())
-        res = run(steinax.svgd(mesh=steinax.sharding.distributed_mesh()))
+        res = run(steinax.svgd(mesh=steinax.runtime.sharding.distributed_mesh()))
         save(f"{out}_rank{rank}.npz", res)
         jax.distributed.shutdown()

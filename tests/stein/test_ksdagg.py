@@ -195,7 +195,7 @@ def test_overflowing_statistics_stop_with_a_reason():
 def test_cli_runs_the_aggregated_test_unless_a_single_kernel_is_asked_for(tmp_path, capsys, monkeypatch):
     """``steinax ksd``: KSDAgg by default (IMQ), the single-kernel test with ``--single-kernel`` or
     ``--kernel rbf``, KSDAgg again with ``--kernel rbf --aggregated``; both flags at once are an error."""
-    from steinax import cli
+    from steinax.interfaces import cli
 
     np.save(tmp_path / "x.npy", np.random.default_rng(8).normal(size=(80, 2)))
     (tmp_path / "t_agg.py").write_text("import jax.numpy as jnp\ndef logp(z):\n    return -0.5 * jnp.sum(z * z)\n")

@@ -81,7 +81,7 @@ class AbstractKernel(eqx.Module):
         ``sqdist`` are the unscaled ``[n, n]`` squared distances of ``particles``
         when the caller has them (reused by median rules); without them,
         ``block_size`` bounds the memory of any rule that needs distances.
-        ``axis_name``: inside ``shard_map`` (:mod:`steinax.sharding`), ``particles``
+        ``axis_name``: inside ``shard_map`` (:mod:`steinax.runtime.sharding`), ``particles``
         are all (gathered) particles and the rule's work is split over this axis.
         """
         del sqdist, block_size, axis_name

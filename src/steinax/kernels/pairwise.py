@@ -90,7 +90,7 @@ def pairwise_plan(
     matrix has at most 2^26 entries on the CPU (``n`` up to about 8192; beyond, the
     recomputation is cheaper than the memory traffic) or 2^30 on accelerators.
     ``columns``: the number of columns when it differs from ``n`` (a device's rows
-    against all particles, :mod:`steinax.sharding`).
+    against all particles, :mod:`steinax.runtime.sharding`).
     """
     if block_size is not None:
         return PairwisePlan(False, None if block_size >= n else int(block_size))

@@ -1,5 +1,7 @@
 """Particle methods (update directions as pure functions), the run loop and optax glue."""
 
+import sys as _sys
+
 from steinax.particles.annealed import Annealed, annealed_svgd, annealing_schedule
 from steinax.particles.sliced import SlicedSVGD, sliced_svgd
 from steinax.particles.complete_conditional import CCSVGD, cc_svgd, cc_svgd_direction
@@ -62,6 +64,11 @@ __all__ = [
     "scale_by_adagrad_momentum",
     "ScaleByAdagradMomentumState",
 ]
+
+
+# `steinax.particles.run` is the function; its old module path is registered here, at once, so that importing it
+# finds the package in sys.modules and does not rebind the name `run` to a module (what a first import would do)
+_sys.modules.setdefault(__name__ + ".run", _sys.modules["steinax.particles.loop"])
 
 
 def __getattr__(name):  # the loop's old module paths, steinax.particles.converge and .interrupt (steinax._aliases)

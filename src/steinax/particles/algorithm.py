@@ -12,7 +12,7 @@ optimizer bound, BlackJAX's ``SamplingAlgorithm`` convention::
 ``step`` is :meth:`~steinax.particles.AbstractParticleMethod.step` itself: with the keys of
 :func:`steinax.run` (step ``t`` uses ``fold_in(split(rng_key)[0], t - 1)``) the particles are
 ``run``'s to rounding. The state ``init`` makes carries its optimizer's signature (``state.origin``,
-:func:`steinax.checkpoint.optimizer_signature`): ``step`` refuses a state of another optimizer, by
+:func:`steinax.runtime.checkpoint.optimizer_signature`): ``step`` refuses a state of another optimizer, by
 its shapes when tracing and by its behaviour (another learning rate or schedule) when run
 (``eqx.error_if``).
 """

@@ -41,7 +41,7 @@ __all__ = ["ParticleState", "StepInfo", "AbstractParticleMethod"]
 class ParticleState(eqx.Module):
     """State of a particle method: particles, optimizer state, method state, step count.
 
-    ``origin``: the optimizer's behaviour signature (:func:`steinax.checkpoint.optimizer_signature` at fixed
+    ``origin``: the optimizer's behaviour signature (:func:`steinax.runtime.checkpoint.optimizer_signature` at fixed
     points) for states made by :func:`steinax.sampling_algorithm`, whose ``step`` refuses a state of
     another optimizer; ``None`` elsewhere (:func:`steinax.run` checks on the host)."""
 
@@ -69,7 +69,7 @@ class StepInfo(eqx.Module):
 def check_optimizer_state(optimizer, state, name: str = "initial_state") -> None:
     """``state.opt_state`` must be the state of an optimizer like ``optimizer`` (same structure and shapes).
     Static (shapes only): callable while tracing a compiled step."""
-    from steinax.checkpoint import without_addresses
+    from steinax.runtime.checkpoint import without_addresses
 
     want = jax.eval_shape(optimizer.init, state.particles)
     got_struct, want_struct = jax.tree_util.tree_structure(state.opt_state), jax.tree_util.tree_structure(want)
@@ -92,15 +92,15 @@ def signature_points(particles: jax.Array) -> jax.Array:
 
 def origin_of(optimizer, particles: jax.Array) -> jax.Array:
     """The ``origin`` a state made with ``optimizer`` carries: its signature at :func:`signature_points`, flat."""
-    from steinax.checkpoint import optimizer_signature
+    from steinax.runtime.checkpoint import optimizer_signature
 
     return jnp.ravel(optimizer_signature(optimizer, signature_points(particles)))
 
 
 def origin_differs(optimizer, state) -> jax.Array:
     """Whether ``state.origin`` is another optimizer's (a traced boolean; False for a state without origin).
-    Rounding aside (:data:`steinax.checkpoint.BEHAVIOUR_ULPS`), the same optimizer gives the same signature."""
-    from steinax.checkpoint import BEHAVIOUR_ULPS
+    Rounding aside (:data:`steinax.runtime.checkpoint.BEHAVIOUR_ULPS`), the same optimizer gives the same signature."""
+    from steinax.runtime.checkpoint import BEHAVIOUR_ULPS
 
     if state.origin is None:
         return jnp.asarray(False)

@@ -34,7 +34,7 @@ from steinax.kernels.base import RBF, AbstractKernel, as_kernel
 from steinax.kernels.fused import AUTO_FUSED_DIM, check_engine, fused_direction, products_at, with_engine
 from steinax.kernels.pairwise import pairwise_plan, scan_row_blocks, squared_distances
 from steinax.particles.base import AbstractParticleMethod
-from steinax.sharding import check_mesh, particle_spec
+from steinax.runtime.sharding import check_mesh, particle_spec
 
 __all__ = ["svgd_direction", "stein_direction_rows", "SVGD", "svgd"]
 
@@ -117,7 +117,7 @@ def _svgd(particles, scores, kernel, block_size, engine="auto", precision="defau
 
 
 def _svgd_sharded(particles, scores, kernel, block_size, mesh):
-    """:func:`_svgd` with the particles split over ``mesh`` (:mod:`steinax.sharding`).
+    """:func:`_svgd` with the particles split over ``mesh`` (:mod:`steinax.runtime.sharding`).
 
     Each device gathers all particles and scores and computes its own rows'
     direction, in row blocks, recomputing distances; the median rule is
@@ -224,7 +224,7 @@ def svgd(kernel: AbstractKernel | None = None, *, block_size: int | None = None,
         block_size: rows per block (memory O(block_size * n)); default automatic
             (:func:`~steinax.kernels.pairwise.pairwise_plan`).
         mesh: shard the particles along ``n`` over this one-axis device mesh
-            (:mod:`steinax.sharding`; ``n`` must be a multiple of its size). The
+            (:mod:`steinax.runtime.sharding`; ``n`` must be a multiple of its size). The
             result equals the single-device run to float rounding.
         engine, precision: the pairwise layout and the products' precision, as for
             :func:`svgd_direction`.

@@ -17,7 +17,7 @@ kernel with the median heuristic (each library's default kernel).
   the suite's start), then as many draws as particles.
 * ``nuts``: NumPyro NUTS, 4 chains from the suite's ``N(0, I)`` start; its info carries the minimum
   bulk ESS, from which :func:`nuts_seconds_to_ess` extrapolates the wall time to an ESS of 1000.
-* ``vi``: full-rank Gaussian VI (:func:`steinax.vi.gaussian_vi`).
+* ``vi``: full-rank Gaussian VI (:func:`steinax.baselines.vi.gaussian_vi`).
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def pathfinder(post, key, settings):
 def nuts(post, key, settings):
     from numpyro.diagnostics import effective_sample_size
 
-    from steinax.mcmc import nuts as run_nuts
+    from steinax.baselines.mcmc import nuts as run_nuts
 
     draws, info = run_nuts(post.target, post.init(key, 4), num_warmup=settings.nuts_warmup,
                            num_samples=settings.nuts_samples, rng_key=jax.random.fold_in(key, 1), return_info=True)
@@ -99,7 +99,7 @@ def nuts(post, key, settings):
 
 
 def vi(post, key, settings):
-    from steinax.vi import gaussian_vi
+    from steinax.baselines.vi import gaussian_vi
 
     x = gaussian_vi(post.target, post.dim, steps=settings.steps, num_draws=settings.particles, rng_key=key)
     return np.asarray(x), settings.steps, {}

@@ -65,7 +65,7 @@ def make_reference(name: str, *, chains: int = 4, warmup: int = 2000, samples: i
     """Long NUTS run(s) on ``name``; returns ``(Reference, all draws [chains * samples, d])``."""
     from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 
-    from steinax.mcmc import nuts
+    from steinax.baselines.mcmc import nuts
 
     source = "eight_schools_noncentered" if name == "eight_schools_centered" else name
     post = get(source)

@@ -163,15 +163,15 @@ def rescore(out_dir: str, settings: SuiteSettings = SuiteSettings(), log=print, 
     they are; with ``only_unscored``, so are rows that already have every score column (rows written
     before a column was added are the ones rescored). Rewrites ``results.csv`` (atomically) and ``summary.md``.
     """
-    from steinax.bench import _locked, _read_rows, _write_rows
+    from steinax._io import atomic_write_csv, locked, read_rows
     from steinax.metrics.posterior import posterior_errors
     from steinax.posteriors import get
 
     if columns not in RESCORE_COLUMNS:
         raise ValueError(f"`columns` must be one of {RESCORE_COLUMNS}; received {columns!r}")
     path = os.path.join(out_dir, "results.csv")
-    with _locked(path):
-        rows = _read_rows(path)
+    with locked(path):
+        rows = read_rows(path)
         for r in rows:
             f = os.path.join(out_dir, "particles", f"{r['posterior']}__{r['method']}__{r['seed']}.npy")
             if (not os.path.exists(f) or (posteriors is not None and r["posterior"] not in posteriors)
@@ -198,7 +198,7 @@ def rescore(out_dir: str, settings: SuiteSettings = SuiteSettings(), log=print, 
                 new["status"] = "ok"
             r.update(new)
             log(f"{r['posterior']:26s} {r['method']:14s} flagged {r['flagged']}")
-        _write_rows(path, rows, FIELDS + ("task", "dataset"))
+        atomic_write_csv(path, rows, FIELDS + ("task", "dataset"))
     done = [r for r in rows if r["settings"] == settings.tag()]
     atomic_write_text(os.path.join(out_dir, "summary.md"), summary_markdown(done, settings))
     return rows
@@ -214,6 +214,8 @@ def _save_particles(path: str, x) -> None:
     atomic_write(path, write)
 
 
+ROW_KEY = ("task", "dataset", "method", "seed", "settings")
+"""A results row is kept once per these fields (the file's rows carry task "posteriors" and the posterior as dataset)."""
 FIELDS = ("posterior", "d", "method", "seed", "settings", "status", "wall_s", "score_evals", "mean_error_max",
           "mean_error_median", "sd_ratio_median", "sd_ratio_min", "sinkhorn", "ksd", "spread_T", "spread_cross", "relax_growth", "relax_p", "flagged", "relax_acceptance",
           "nuts_min_ess", "nuts_s_to_ess1000", "relax_p_contraction", "overdispersed", "modes_found", "mode_p",
@@ -222,23 +224,22 @@ FIELDS = ("posterior", "d", "method", "seed", "settings", "status", "wall_s", "s
 
 def run_suite(names, methods, seeds, out_dir, settings: SuiteSettings = SuiteSettings(), log=print) -> list[dict]:
     """Every (posterior, method, seed) not yet in ``out_dir/results.csv``; then ``summary.md``. Returns all rows."""
-    from steinax._io import check_output
-    from steinax.bench import _append_row, _read_rows
+    from steinax._io import append_row, check_output, read_rows
 
     path = os.path.join(out_dir, "results.csv")
     check_output(path, name="out_dir")  # before any run: a folder that cannot be written fails now
-    done = {(r["posterior"], r["method"], str(r["seed"]), r["settings"]) for r in _read_rows(path)}
+    done = {(r["posterior"], r["method"], str(r["seed"]), r["settings"]) for r in read_rows(path)}
     for name in names:
         for method in methods:
             for seed in range(seeds):
                 if (name, method, str(seed), settings.tag()) in done:
                     continue
                 row = evaluate(method, name, seed, settings, particles_dir=os.path.join(out_dir, "particles"))
-                _append_row(path, {**row, "task": "posteriors", "dataset": name}, fields=FIELDS + ("task", "dataset"))
+                append_row(path, {**row, "task": "posteriors", "dataset": name}, FIELDS + ("task", "dataset"), ROW_KEY)
                 log(f"{name:26s} {method:14s} seed {seed}: max mean err {row['mean_error_max']:.2f} sd, "
                     f"sd ratio {row['sd_ratio_median']:.2f} (min {row['sd_ratio_min']:.2f}), "
                     f"flagged {row['flagged']}, {row['wall_s']:.1f}s")
-    rows = [r for r in _read_rows(path) if r["settings"] == settings.tag()]
+    rows = [r for r in read_rows(path) if r["settings"] == settings.tag()]
     atomic_write_text(os.path.join(out_dir, "summary.md"), summary_markdown(rows, settings))
     return rows
 

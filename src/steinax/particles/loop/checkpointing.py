@@ -1,7 +1,7 @@
 """Checkpoints of a fixed-length run, as a service: open (start or resume, refusing another run's file), save.
 
 :class:`RunCheckpoint` is what :func:`steinax.particles.loop.fixed.run_fixed` composes with. What a checkpoint must
-match to be resumed is in two parts (see :mod:`steinax.checkpoint`): a readable fingerprint (:func:`run_fingerprint`:
+match to be resumed is in two parts (see :mod:`steinax.runtime.checkpoint`): a readable fingerprint (:func:`run_fingerprint`:
 the method's configuration, the target's type, the particles' shape and dtype, the key, the trace spacing, the x64
 mode, the mesh, the initial particles) and a behaviour probe (:func:`probe`: the target's log-density and score and
 the optimizer's update at fixed points), compared on resume within rounding. :class:`NoCheckpoint` stands in when
@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from steinax._io import check_writable
-from steinax.checkpoint import (OPTIMIZER_LABELS, CheckpointMismatchError, compare_behaviour, computation_fingerprint,
+from steinax.runtime.checkpoint import (OPTIMIZER_LABELS, CheckpointMismatchError, compare_behaviour, computation_fingerprint,
                                 fingerprint_tree, load_checkpoint, optimizer_signature, save_checkpoint, update_from,
                                 without_addresses)
 from steinax.particles.loop.options import positive_int
@@ -44,14 +44,14 @@ class RunCheckpoint:
         self.path, self.every, self.fingerprint, self.probe = path, every, fingerprint, stored_probe
 
     def save(self, state, trace, rng_key, end_step, optimizer) -> None:
-        """Write the state, the trace so far, the key and the probe atomically (:mod:`steinax.checkpoint`)."""
+        """Write the state, the trace so far, the key and the probe atomically (:mod:`steinax.runtime.checkpoint`)."""
         _save_run(self.path, state, trace, rng_key, self.fingerprint, end_step, self.probe, optimizer)
 
 
 def open_checkpoint(path, every, run, state, diagnostic_points, end_step):
     """``(service, state, prior_trace)``: a :class:`NoCheckpoint` without ``path``; else a :class:`RunCheckpoint`
     started afresh (writability checked before any work: a late failure would lose the run) or resumed from the file,
-    whose fingerprint and probe must match (:class:`~steinax.checkpoint.CheckpointMismatchError` names what differs).
+    whose fingerprint and probe must match (:class:`~steinax.runtime.checkpoint.CheckpointMismatchError` names what differs).
 
     ``run`` is ``(method, target, optimizer, rng_key, steps, trace_every, diag_kernel)``; ``every`` the steps between
     checkpoints (default: about a tenth of the run, a multiple of ``trace_every``)."""
@@ -82,7 +82,7 @@ def open_checkpoint(path, every, run, state, diagnostic_points, end_step):
 
 
 def run_fingerprint(method, target, state, optimizer, rng_key, trace_every, diag_kernel, start_step) -> dict:
-    """What a checkpoint of :func:`run` must match to be resumed (see :mod:`steinax.checkpoint`).
+    """What a checkpoint of :func:`run` must match to be resumed (see :mod:`steinax.runtime.checkpoint`).
 
     Readable entries (the method's configuration, the x64 flag, the mesh) name what differs;
     what a hash cannot see (a plain function's code, its closure, module globals, data,
@@ -113,7 +113,7 @@ _PROBE_POINTS = 3
 def probe(target, optimizer, points) -> dict:
     """How the target and the optimizer behave at fixed inputs: the log-density (NaN for a score-only
     target) and score at ``points`` (a few initial particles; key 0 for a stochastic target) and the
-    optimizer's :func:`~steinax.checkpoint.optimizer_signature` there. Stored in the checkpoint and recomputed
+    optimizer's :func:`~steinax.runtime.checkpoint.optimizer_signature` there. Stored in the checkpoint and recomputed
     at the stored points on resume: an edited log-density, other data, a changed closure or global, or other
     optimizer hyperparameters (a schedule included) behave differently."""
     logd, scores = evaluate(target, jax.random.key(0), points)
@@ -168,7 +168,7 @@ def _load_run(path, template_state, fingerprint, target, optimizer):
 def stored_trace_every(path) -> int | None:
     """The trace spacing a run's checkpoint at ``path`` was written with (None for another kind of file: the
     fingerprint check then names what differs)."""
-    from steinax.checkpoint import read_meta
+    from steinax.runtime.checkpoint import read_meta
 
     meta = read_meta(path)
     value = meta.get("trace_every") if meta.get("kind") == "steinax.run" else None

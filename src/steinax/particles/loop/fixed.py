@@ -20,7 +20,7 @@ import numpy as np
 import optax
 
 from steinax._validation import check_key, check_particles
-from steinax.checkpoint import CheckpointMismatchError
+from steinax.runtime.checkpoint import CheckpointMismatchError
 from steinax.kernels.base import IMQ, as_kernel
 from steinax.particles.base import AbstractParticleMethod, check_optimizer_state, check_origin
 from steinax.particles.loop.checkpointing import open_checkpoint, stored_trace_every
@@ -106,7 +106,7 @@ def start_state(method, target, particles, initial_state, optimizer):
         particles = check_particles(particles)
         mesh = getattr(method, "mesh", None)
         if mesh is not None:
-            from steinax.sharding import shard_particles
+            from steinax.runtime.sharding import shard_particles
 
             particles = shard_particles(particles, mesh)
         dim = getattr(target, "dim", None)
@@ -128,7 +128,7 @@ def first_trace(method, target, diag_kernel, particles, rng_key, layout, state, 
     """The trace before the run's first step: the record at the initial particles (which must be finite under the
     target), or the trace a resumed checkpoint holds."""
     k0, info0, bad_rows, max0 = initial_record(method, target, diag_kernel, particles, rng_key, layout)
-    from steinax.sharding import gather
+    from steinax.runtime.sharding import gather
 
     bad_rows = gather(bad_rows)
     if bad_rows.any():

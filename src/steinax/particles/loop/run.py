@@ -96,7 +96,7 @@ def run(
         initial_state: resume from a previous ``result.state`` (or the ``RunResult`` itself); ``particles``, if
             also given, must equal its particles (a different ``x0`` is refused, not ignored).
         progress: ``True``, ``False`` or ``"auto"`` (a bar for runs of >= 1000 steps on a terminal).
-        checkpoint: a ``.npz`` path (schema: :mod:`steinax.checkpoint`). Every
+        checkpoint: a ``.npz`` path (schema: :mod:`steinax.runtime.checkpoint`). Every
             ``checkpoint_every`` steps the state (particles, optimizer state, method
             state, step), the trace so far and the key are written atomically. If the
             file exists, the run **resumes** from it, bit for bit as if never interrupted;
@@ -104,7 +104,7 @@ def run(
             trace keeps the checkpoint's spacing unless ``trace_every`` says otherwise). A checkpoint
             written by a different method, target, initial particles, particle shape, dtype, optimizer
             (its state, and its update at steps 0 to 10^6 and at the step resumed from), key or trace
-            spacing is refused (:class:`~steinax.checkpoint.CheckpointMismatchError`, naming what differs).
+            spacing is refused (:class:`~steinax.runtime.checkpoint.CheckpointMismatchError`, naming what differs).
         checkpoint_every: steps between checkpoints, a multiple of ``trace_every``
             (default: about a tenth of the run). At most this many steps are lost.
 

@@ -109,7 +109,7 @@ def demo(args) -> int:
         print("A row that did not settle is not a converged approximation: check it with "
               "steinax.diagnostics.sample_quality(..., spread=True) (docs: 'Is my posterior right?').")
     if args.out:
-        from steinax.plot import _pyplot, plot_particles, save_figure
+        from steinax.interfaces.plot import _pyplot, plot_particles, save_figure
 
         plt = _pyplot()
         fig, axes = plt.subplots(  # constrained layout: the main title gets its own row above the panels'
@@ -380,7 +380,7 @@ def _block_length(value: str):
 
 
 def bench_command(args) -> int:
-    from steinax.bench import run_bench
+    from steinax.interfaces.bench import run_bench
 
     if args.task == "posteriors":
         return _posteriors_command(args)
@@ -390,7 +390,7 @@ def bench_command(args) -> int:
 
     import dataclasses
 
-    from steinax.bench import DEFAULTS, PRESETS, QUICK
+    from steinax.interfaces.bench import DEFAULTS, PRESETS, QUICK
 
     if args.preset not in PRESETS[args.task]:
         raise ValueError(f"unknown preset {args.preset!r} for {args.task}; available: {sorted(PRESETS[args.task])}")
@@ -539,7 +539,7 @@ def _bench_parser(sub) -> None:
     p_bench.add_argument("--quick", action="store_true", help="tiny settings (a smoke run)")
     p_bench.add_argument("--no-progress", action="store_true")
     p_bench.add_argument("--preset", default="liu",
-                         help="a paper's own setting: liu (default), dusvgd, matrix_svgd (bnn); see steinax.bench.PRESETS")
+                         help="a paper's own setting: liu (default), dusvgd, matrix_svgd (bnn); see steinax.interfaces.bench.PRESETS")
     p_bench.add_argument("--particles", type=int, default=None, help="particles (chains for sgld/psgld)")
     p_bench.add_argument("--steps", type=int, default=None)
     p_bench.add_argument("--batch-size", type=int, default=None)

@@ -5,8 +5,8 @@ Methods: ``svgd``, ``mk_svgd``, ``cc_svgd``, matrix SVGD in average and mixture 
 ``PRECONDITIONER``), and the baselines ``map`` (an ensemble of
 independent MAP fits, :func:`steinax.map_ascent`, same optimizer and steps), ``sgld``
 (BlackJAX) and ``psgld`` (one chain per particle, same steps and minibatches;
-:func:`steinax.mcmc.sgld`) and ``nuts`` (NumPyro, 2 chains on the full-data posterior:
-the reference on small problems; :func:`steinax.mcmc.nuts`).
+:func:`steinax.baselines.mcmc.sgld`) and ``nuts`` (NumPyro, 2 chains on the full-data posterior:
+the reference on small problems; :func:`steinax.baselines.mcmc.nuts`).
 
 Tasks:
 
@@ -28,8 +28,6 @@ over seeds per dataset and method, with the wall time.
 
 from __future__ import annotations
 
-import contextlib
-import csv
 import math
 import os
 import time
@@ -40,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from steinax import datasets
-from steinax._io import atomic_write_csv, atomic_write_text, check_output
+from steinax._io import append_row, atomic_write_csv, atomic_write_text, check_output, read_rows
 
 __all__ = ["TASKS", "METHODS", "BenchSettings", "run_bench", "summarise"]
 
@@ -156,6 +154,8 @@ network), ``dusvgd`` (Gamma(1, 0.01) priors, 100 particles), ``matrix_svgd`` (it
 10 particles, RMSProp(decay 0.95) 5e-3, 1e-3 for ``matrix_mix``). KCC-SD's fixed bandwidth is ``--bandwidth``."""
 
 FIELDS = ("task", "dataset", "method", "seed", "settings", "rmse", "loglik", "accuracy", "wall_time")
+ROW_KEY = ("task", "dataset", "method", "seed", "settings")
+"""A results row is kept once per these fields."""
 
 
 def _check(task, names, methods, seeds):
@@ -209,7 +209,7 @@ def _run_method(task, method_name, target, x0, s: BenchSettings, key):
     import optax
 
     import steinax
-    from steinax import mcmc
+    from steinax.baselines import mcmc
     from steinax.kernels import RBF
 
     if method_name in ("sgld", "psgld"):
@@ -251,42 +251,13 @@ def _one_job(task, X, y, method_name, seed, s: BenchSettings):
     return {"rmse": as_float(ev.rmse), "loglik": as_float(ev.loglik), "accuracy": as_float(ev.accuracy), "wall_time": wall}
 
 
-def _read_rows(path) -> list[dict]:
-    if not os.path.exists(path):
-        return []
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def _write_rows(path, rows, fields=FIELDS) -> None:
-    atomic_write_csv(path, rows, fields)
-
-
 def _row_key(r) -> tuple:
-    return (r["task"], r["dataset"], r["method"], str(r["seed"]), r["settings"])
-
-
-@contextlib.contextmanager
-def _locked(path):
-    """An exclusive lock on ``path + ".lock"`` (``fcntl.flock``; released when the process dies)."""
-    import fcntl
-
-    with open(path + ".lock", "a") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+    return tuple(str(r[k]) for k in ROW_KEY)
 
 
 def _append_row(path, row, fields=FIELDS) -> None:
-    """Add ``row`` to the results file under a lock: re-read what is there (another process may have
-    added rows), keep every row once (by task, dataset, method, seed and settings), write atomically."""
-    with _locked(path):
-        rows = _read_rows(path)
-        if _row_key(row) not in {_row_key(r) for r in rows}:
-            rows.append(row)
-        _write_rows(path, rows, fields)
+    """Add ``row`` to the results file once (by :data:`ROW_KEY`), under a lock (:func:`steinax._io.append_row`)."""
+    append_row(path, row, fields, ROW_KEY)
 
 
 def run_bench(
@@ -319,7 +290,7 @@ def run_bench(
     s = settings or (QUICK if quick else DEFAULTS)[task]
     results_path = os.path.join(out_dir, "results.csv")
     check_output(results_path, name="out_dir")  # before any job: a read-only folder fails now, not after the first
-    done = {_row_key(r) for r in _read_rows(results_path)}
+    done = {_row_key(r) for r in read_rows(results_path)}
     jobs = [(d, m, k) for d in names for m in methods for k in range(seeds)
             if (task, d, m, str(k), s.key(m)) not in done]
     print(f"steinax bench {task}: {len(names)} datasets x {len(methods)} methods x {seeds} seeds; settings {s.key()}; "
@@ -330,7 +301,7 @@ def run_bench(
         for d, m, k in jobs:
             if d not in loaded:
                 loaded[d] = datasets.load(d)
-            if (task, d, m, str(k), s.key(m)) in {_row_key(r) for r in _read_rows(results_path)}:
+            if (task, d, m, str(k), s.key(m)) in {_row_key(r) for r in read_rows(results_path)}:
                 continue  # another process sharing `out_dir` finished it meanwhile
             row = {"task": task, "dataset": d, "method": m, "seed": k, "settings": s.key(m), **_one_job(task, *loaded[d], m, k, s)}
             # every finished job is kept, and rows other processes wrote to the same file meanwhile too
@@ -344,9 +315,9 @@ def run_bench(
     finally:
         if bar is not None:
             bar.close()
-    rows = _read_rows(results_path)  # this process's rows and any another wrote to the same folder
+    rows = read_rows(results_path)  # this process's rows and any another wrote to the same folder
     summary = summarise([r for r in rows if r["task"] == task and r["settings"] == s.key(r["method"])])
-    _write_rows(os.path.join(out_dir, "summary.csv"), summary, list(summary[0]) if summary else ["dataset"])
+    atomic_write_csv(os.path.join(out_dir, "summary.csv"), summary, list(summary[0]) if summary else ["dataset"])
     md = _markdown(task, s, summary)
     atomic_write_text(os.path.join(out_dir, "summary.md"), md)
     print(md)

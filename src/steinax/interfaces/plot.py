@@ -10,7 +10,7 @@
   integrated on a grid for 2-D targets).
 
 Every function draws on axes it is given (or makes a figure) and returns the
-figure; saving is the caller's (``steinax.plot.save_figure`` writes atomically).
+figure; saving is the caller's (``steinax.interfaces.plot.save_figure`` writes atomically).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def _pyplot():
     try:
         import matplotlib
     except ImportError as exc:  # pragma: no cover - exercised without the extra
-        raise ImportError("steinax.plot needs matplotlib: pip install matplotlib (the steinax `plot` extra)") from exc
+        raise ImportError("steinax.interfaces.plot needs matplotlib: pip install matplotlib (the steinax `plot` extra)") from exc
     if matplotlib.get_backend().lower() not in ("agg", "pdf", "svg") and not _has_display():
         matplotlib.use("Agg")
     import matplotlib.pyplot as plt

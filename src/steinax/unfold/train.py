@@ -1,57 +1,12 @@
-"""Deep-unfolded SVGD (Kawamura & Takabe 2024): step-size schedules learned by backpropagation.
-
-SVGD's update ``x^{(t+1)} = x^{(t)} + eps^{(t)} phi(x^{(t)})`` (paper eq. 1/8) is
-unrolled for ``T`` iterations and the step sizes are trained by gradient
-descent on a loss of the final particles, over minibatches of training
-problems (initial particle sets, data). The learned schedule is reused
-periodically, ``eps^{(t)} = eps^{(t mod T)}`` for ``t >= T``.
-
-* **DUSVGD** (:func:`train_dusvgd`): ``T`` free step sizes shared by all
-  particles, trained incrementally (the paper's Algorithm 2: for
-  ``t' = 1 ... T``, ``E`` epochs, each one minibatch and one optimizer update
-  of ``eps^{(0..t'-1)}`` on the loss at ``x^{(t')}``).
-* **C-DUSVGD** (:func:`train_chebyshev`): the Chebyshev schedule of eq. 11 with
-  ``lambda_1 = alpha^2``, ``lambda_n = alpha^2 + beta^2`` (eq. 9-10); ``alpha``
-  and ``beta`` are trained on the loss at ``x^{(T)}`` (no incremental training).
-
-Both return a :class:`Schedule`: an optax schedule (``optax.sgd(schedule)`` in
-:func:`steinax.run` gives the paper's plain update), saved to and loaded from a
-JSON file (:meth:`Schedule.save`, :func:`load_schedule`).
-
-The unrolled loop (:func:`unroll`) is the method's own
-:meth:`~steinax.particles.AbstractParticleMethod.step` with ``optax.sgd`` driven
-by the trainable steps, inside ``lax.scan``: any steinax particle method whose
-direction is differentiable can be unfolded. With ``remat=True`` (the
-default) the scan body is rematerialised in the backward pass, so memory is
-O(T n d) for the particles at step boundaries plus one step's O(n^2) working
-set, instead of O(T n^2).
-
-Training resumes after an interruption: with ``checkpoint="path.npz"`` the
-trainers write their state (parameters, optimizer state, PRNG key, losses so
-far, stage and epoch) every ``checkpoint_every`` epochs and at the end, through
-:mod:`steinax.checkpoint` (atomic writes), and a later call with the same
-arguments continues from it, giving the schedule an uninterrupted call gives.
-Ctrl-C (the run loop's interrupt service, :mod:`steinax.particles.loop.interrupt`) stops training at the
-next epoch boundary, writes the finished epochs to the checkpoint and raises ``KeyboardInterrupt``; the
-progress bar is the run loop's too (:mod:`steinax.particles.loop.progress`).
-``checkpoint`` is a path as in :func:`steinax.run`; the rematerialisation flag
-that held this name before is ``remat``.
-
-Decisions (docs/design.md): the trainable steps are used as the step sizes
-directly (``eps^{(t)} = gamma_t``, no positivity transform, as the paper's
-"trainable step sizes"); the kernel bandwidth of a median-rule kernel is a
-constant in the backward pass (steinax's convention: its gradient is stopped);
-one Adam state runs through all stages of the incremental training (parameters
-not yet unrolled get zero gradient and so no update).
-"""
+"""The trainers: DUSVGD (the paper's Algorithm 2, incremental) and C-DUSVGD (the Chebyshev schedule's two
+parameters), with checkpoints, progress and Ctrl-C through the run loop's services."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
-from typing import Any, Callable
+from typing import Callable
 
 import equinox as eqx
 import jax
@@ -59,344 +14,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from steinax._io import atomic_write_text
-from steinax._validation import is_concrete
 from steinax.particles.loop.interrupt import interrupt_scope
 from steinax.particles.loop.progress import progress_bar
+from steinax.unfold.schedule import Schedule, TrainingDivergedError, TrainingLog, _check_horizon, chebyshev_steps
+from steinax.unfold.unroll import Problem, _default_method, unroll
 
-__all__ = [
-    "FORMAT",
-    "Schedule",
-    "TrainingLog",
-    "Problem",
-    "chebyshev_steps",
-    "trajectory",
-    "unroll",
-    "train_dusvgd",
-    "train_chebyshev",
-    "mmd_loss",
-    "cross_entropy_loss",
-    "mse_loss",
-    "load_schedule",
-    "TrainingDivergedError",
-]
-
-FORMAT = "steinax.unfold.Schedule"
-_VERSION = 1
-_KINDS = ("dusvgd", "chebyshev", "fixed")
-
-
-class TrainingDivergedError(FloatingPointError):
-    """The loss or the steps became non-finite during training.
-
-    ``schedule`` holds the last finite schedule (the parameters before the failing
-    update, with the log up to it), so the work done is not lost.
-    """
-
-    def __init__(self, message: str, schedule):
-        super().__init__(message)
-        self.schedule = schedule
-
-
-def _check_horizon(T, name: str = "T") -> int:
-    if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
-        raise ValueError(f"`{name}` must be an integer >= 1 (the number of unrolled iterations); received {T!r}")
-    return int(T)
-
-
-def chebyshev_steps(alpha, beta, T: int) -> jax.Array:
-    """The Chebyshev step sizes of C-DUSVGD (paper eq. 9-11), in the paper's reverse order.
-
-    .. math::
-
-        \\lambda_1 = \\alpha^2,\\quad \\lambda_n = \\alpha^2 + \\beta^2,\\quad
-        \\epsilon^{(t)} = \\left[\\frac{\\lambda_n + \\lambda_1}{2}
-            + \\frac{\\lambda_n - \\lambda_1}{2}\\cos\\frac{(2(T - t) - 1)\\pi}{2T}\\right]^{-1},
-        \\qquad t = 0, \\dots, T - 1.
-
-    ``t = 0`` gives the largest step (close to ``1 / lambda_1``), ``t = T - 1``
-    the smallest (close to ``1 / lambda_n``); eq. 7 (the forward order) is
-    ``chebyshev_steps(alpha, beta, T)[::-1]``. Pure and differentiable in
-    ``alpha`` and ``beta``.
-    """
-    T = _check_horizon(T)
-    alpha = jnp.asarray(alpha)
-    beta = jnp.asarray(beta)
-    dtype = jnp.result_type(alpha, beta, float)
-    lam1 = alpha.astype(dtype) ** 2
-    lamn = lam1 + beta.astype(dtype) ** 2
-    t = jnp.arange(T, dtype=dtype)
-    cos = jnp.cos((2.0 * (T - t) - 1.0) * jnp.pi / (2.0 * T))
-    return 1.0 / (0.5 * (lamn + lam1) + 0.5 * (lamn - lam1) * cos)
-
-
-# --------------------------------------------------------------------------- schedule
-
-
-class TrainingLog(eqx.Module):
-    """What training did: the loss of each epoch (``[stages * epochs]``), its stage, and the wall time."""
-
-    losses: np.ndarray
-    stages: np.ndarray
-    seconds: float = eqx.field(static=True)
-    settings: tuple = eqx.field(static=True, default=())
-
-    def to_json(self) -> dict:
-        return {
-            "losses": [float(v) for v in np.asarray(self.losses)],
-            "stages": [int(v) for v in np.asarray(self.stages)],
-            "seconds": float(self.seconds),
-            "settings": dict(self.settings),
-        }
-
-    @classmethod
-    def from_json(cls, d: dict) -> "TrainingLog":
-        return cls(
-            losses=np.asarray(d["losses"], np.float64),
-            stages=np.asarray(d["stages"], np.int64),
-            seconds=float(d["seconds"]),
-            settings=tuple(d.get("settings", {}).items()),
-        )
-
-
-class Schedule(eqx.Module):
-    """A step-size schedule of ``T`` steps, reused periodically: ``eps^{(t)} = steps[t mod T]``.
-
-    Calling it on a step count gives that step's size, so it is an optax
-    schedule: ``steinax.run(method, target, x0, steps=..., optimizer=optax.sgd(schedule))``
-    runs the paper's update ``x + eps^{(t)} phi(x)``.
-
-    Attributes:
-        steps: ``[T]`` step sizes.
-        kind: ``"dusvgd"`` (free steps), ``"chebyshev"`` (eq. 11 of ``alpha``, ``beta``) or ``"fixed"``.
-        alpha, beta: the Chebyshev parameters (``None`` otherwise).
-        log: the :class:`TrainingLog` of a trained schedule (``None`` otherwise).
-    """
-
-    steps: jax.Array
-    kind: str = eqx.field(static=True, default="dusvgd")
-    alpha: jax.Array | None = None
-    beta: jax.Array | None = None
-    log: TrainingLog | None = None
-
-    def __check_init__(self):
-        if self.kind not in _KINDS:
-            raise ValueError(f"`kind` must be one of {_KINDS}; received {self.kind!r}")
-        if jnp.ndim(self.steps) != 1 or jnp.shape(self.steps)[0] < 1:
-            raise ValueError(
-                f"`steps` must be a 1-D array of T >= 1 step sizes; received shape {jnp.shape(self.steps)}"
-            )
-        if is_concrete(self.steps):
-            bad = np.flatnonzero(~np.isfinite(np.asarray(self.steps)))
-            if bad.size:
-                raise ValueError(
-                    f"`steps` must be finite; step(s) {bad.tolist()} are {np.asarray(self.steps)[bad].tolist()}"
-                )
-
-    @property
-    def T(self) -> int:
-        return int(jnp.shape(self.steps)[0])
-
-    def __call__(self, count):
-        """The step size at iteration ``count`` (periodic: ``steps[count mod T]``)."""
-        return jnp.asarray(self.steps)[jnp.asarray(count) % self.T]
-
-    @classmethod
-    def chebyshev(cls, alpha, beta, T: int, log: TrainingLog | None = None) -> "Schedule":
-        """The C-DUSVGD schedule of eq. 11 for given ``alpha``, ``beta``."""
-        return cls(chebyshev_steps(alpha, beta, T), "chebyshev", jnp.asarray(alpha), jnp.asarray(beta), log)
-
-    @classmethod
-    def constant(cls, step: float, T: int = 1) -> "Schedule":
-        """A fixed step size (a baseline)."""
-        return cls(jnp.full((_check_horizon(T),), step, jnp.result_type(float)), "fixed")
-
-    # ------------------------------------------------------------------ files
-
-    def to_json(self) -> dict:
-        steps = np.asarray(self.steps)
-        return {
-            "format": FORMAT,
-            "version": _VERSION,
-            "kind": self.kind,
-            "T": self.T,
-            "dtype": steps.dtype.name,
-            "steps": [float(v) for v in steps],  # float64 repr: exact for float32 and float64 values
-            "alpha": None if self.alpha is None else float(self.alpha),
-            "beta": None if self.beta is None else float(self.beta),
-            "log": None if self.log is None else self.log.to_json(),
-        }
-
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the schedule to ``path`` as JSON (format :data:`FORMAT`, written atomically).
-
-        Fields: ``format``, ``version``, ``kind``, ``T``, ``dtype``, ``steps``
-        (``T`` numbers), ``alpha``, ``beta`` (Chebyshev parameters or ``null``),
-        ``log`` (``losses``, ``stages``, ``seconds``, ``settings`` of training, or ``null``).
-        """
-        atomic_write_text(path, json.dumps(self.to_json(), indent=1) + "\n")
-
-
-def load_schedule(path: str | os.PathLike) -> Schedule:
-    """Read a schedule written by :meth:`Schedule.save`; a file of another format is an error."""
-    path = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(
-            f"`path` {path!r} is not a steinax schedule file: expected JSON with format {FORMAT!r} "
-            f"(written by Schedule.save); could not parse it as JSON ({e})"
-        ) from None
-    fmt = data.get("format") if isinstance(data, dict) else None
-    if fmt != FORMAT:
-        raise ValueError(f"`path` {path!r} is not a steinax schedule file: expected format {FORMAT!r}, found {fmt!r}")
-    if data.get("version") != _VERSION:
-        raise ValueError(f"`path` {path!r}: schedule file version {data.get('version')!r}; this steinax reads {_VERSION}")
-    steps = np.asarray(data["steps"], dtype=np.float64).astype(data["dtype"])
-    if steps.shape != (data["T"],):
-        raise ValueError(f"`path` {path!r}: {steps.shape[0]} steps stored but T = {data['T']}")
-    dtype = steps.dtype
-    alpha = None if data["alpha"] is None else jnp.asarray(np.asarray(data["alpha"]).astype(dtype))
-    beta = None if data["beta"] is None else jnp.asarray(np.asarray(data["beta"]).astype(dtype))
-    log = None if data["log"] is None else TrainingLog.from_json(data["log"])
-    return Schedule(jnp.asarray(steps), data["kind"], alpha, beta, log)
-
-
-# --------------------------------------------------------------------------- problems and losses
-
-
-class Problem(eqx.Module):
-    """One training problem: initial particles ``[n, d]``, optionally its own target and data for the loss.
-
-    ``target=None`` uses the trainer's ``target``. ``data`` is whatever the loss
-    reads: reference samples for :func:`mmd_loss`, ``(X, y)`` for
-    :func:`cross_entropy_loss` and :func:`mse_loss`.
-    """
-
-    particles: jax.Array
-    target: Any = None
-    data: Any = None
-
-
-def mmd_loss(bandwidth: float = 2.0) -> Callable:
-    """Loss ``MMD^2`` (V-statistic, :func:`steinax.metrics.mmd2`) between the particles and ``problem.data``.
-
-    The kernel is ``exp(-||x - x'||^2 / bandwidth)``; the paper's
-    ``k'(x, x') = exp(-||x - x'||^2 / 2)`` (eq. 14-15) is the default ``bandwidth=2``.
-    """
-    from steinax.metrics import mmd2
-
-    def loss(particles, problem):
-        return mmd2(particles, problem.data, bandwidth)
-
-    return loss
-
-
-def cross_entropy_loss(logits: Callable) -> Callable:
-    """Loss: cross-entropy of the particle-averaged predictive probability on ``problem.data = (X, y)`` (eq. 21).
-
-    ``logits(theta, X) -> [N]`` for one particle (e.g. ``LogisticRegression(...).logits``);
-    ``y`` in {0, 1}. ``p(y | x) = mean_i sigma(+-z_i(x))`` is averaged in log space
-    (logsumexp), so a confident wrong particle does not give ``log 0``.
-    """
-
-    def loss(particles, problem):
-        X, y = problem.data
-        sign = 2.0 * jnp.asarray(y, particles.dtype) - 1.0
-        log_terms = jax.vmap(lambda t: jax.nn.log_sigmoid(sign * logits(t, X)))(particles)
-        log_p = jax.scipy.special.logsumexp(log_terms, axis=0) - jnp.log(particles.shape[0])
-        return -jnp.mean(log_p)
-
-    return loss
-
-
-def mse_loss(predict: Callable) -> Callable:
-    """Loss: mean squared error of the particle-averaged prediction on ``problem.data = (X, y)``.
-
-    ``predict(theta, X) -> [N]`` for one particle (e.g. ``BNNRegression(...).predict``).
-    """
-
-    def loss(particles, problem):
-        X, y = problem.data
-        pred = jnp.mean(jax.vmap(lambda t: predict(t, X))(particles), axis=0)
-        return jnp.mean((pred - y) ** 2)
-
-    return loss
-
-
-# --------------------------------------------------------------------------- the unrolled loop
-
-
-def _default_method():
-    from steinax.particles import svgd
-
-    return svgd()
-
-
-def trajectory(
-    method,
-    target,
-    particles: jax.Array,
-    optimizer: optax.GradientTransformation,
-    rng_key: jax.Array,
-    num_steps: int,
-    *,
-    record: Callable | None = None,
-    remat: bool = False,
-):
-    """``num_steps`` iterations of ``method`` with ``optimizer`` in one ``lax.scan`` (pure, differentiable).
-
-    The loop of :func:`unroll`, for any optax optimizer (the RMSProp and
-    fixed-step baselines of the experiments use it too). Returns the final
-    particles, and ``[num_steps, ...]`` of ``record(particles)`` after each step
-    when ``record`` is given.
-    """
-    from steinax.targets.base import as_target
-
-    num_steps = _check_horizon(num_steps, "num_steps")
-    target = as_target(target)  # a plain log-density function is a target, as in `steinax.run`
-    state = method.init(particles, optimizer, target)
-
-    def body(state, key):
-        state, _ = method.step(key, state, target, optimizer)
-        return state, (None if record is None else record(state.particles))
-
-    if remat:
-        body = jax.checkpoint(body)
-    state, recorded = jax.lax.scan(body, state, jax.random.split(rng_key, num_steps))
-    return state.particles if record is None else (state.particles, recorded)
-
-
-def unroll(
-    steps: jax.Array,
-    method,
-    target,
-    particles: jax.Array,
-    rng_key: jax.Array,
-    *,
-    num_steps: int | None = None,
-    record: Callable | None = None,
-    remat: bool = True,
-):
-    """Run ``num_steps`` (default ``T``) iterations ``x + steps[t mod T] phi(x)``, differentiably.
-
-    :func:`trajectory` with ``optax.sgd`` driven by ``steps`` (``jax.checkpoint``
-    on the scan body when ``remat``): ``jax.grad`` with respect to ``steps``
-    backpropagates through the iterations.
-
-    Returns:
-        The final particles, or ``(final particles, [num_steps, ...] record(particles) after each step)``
-        when ``record`` is given (e.g. the MMD to reference samples at every iteration).
-    """
-    steps = jnp.asarray(steps)
-    T = steps.shape[0]
-    num_steps = T if num_steps is None else num_steps
-    optimizer = optax.sgd(lambda count: steps[count % T])
-    return trajectory(method, target, particles, optimizer, rng_key, num_steps, record=record, remat=remat)
-
-
-# --------------------------------------------------------------------------- training
 
 
 def _problem_sampler(problems):
@@ -483,7 +105,7 @@ def _training_fingerprint(name, params, stages, epochs, batch_size, method, targ
     """What must match for a checkpoint to be resumed: the trainer, its settings, the initial parameters, the
     method and target (as pytrees), the optimizer state's structure and the key; the optimizer's hyperparameters, the
     problems' initial particles and the loss by behaviour (:func:`_training_probe`)."""
-    from steinax.checkpoint import computation_fingerprint, fingerprint_tree
+    from steinax.runtime.checkpoint import computation_fingerprint, fingerprint_tree
 
     return {"kind": name, "stages": list(map(int, stages)), "epochs": int(epochs), "batch_size": int(batch_size),
             "initial": fingerprint_tree(params), **computation_fingerprint(method, target, opt_state, rng_key)}
@@ -495,7 +117,7 @@ _TRAINING_LABELS = {"particles": "the problems' initial particles (the first pro
 
 def _training_probe(problem_batch, loss, signature, resume_update) -> dict:
     """What a trainer's checkpoint stores to be compared by behaviour on resume: the optimizer's signature and update
-    from the state (:func:`steinax.checkpoint.optimizer_signature`), and the first problem of a fixed batch with the
+    from the state (:func:`steinax.runtime.checkpoint.optimizer_signature`), and the first problem of a fixed batch with the
     loss at its initial particles (another ``x0``, other data or another loss)."""
     problem = jax.tree.map(lambda a: a[0], problem_batch)
     return {"loss": jnp.asarray(loss(problem.particles, problem)), "particles": problem.particles,
@@ -504,7 +126,7 @@ def _training_probe(problem_batch, loss, signature, resume_update) -> dict:
 
 def _check_training_probe(path, stored_leaves, now: dict) -> None:
     """Refuse a trainer's checkpoint whose probe (:func:`_training_probe`) behaves differently now, naming what."""
-    from steinax.checkpoint import OPTIMIZER_LABELS, CheckpointMismatchError, compare_behaviour
+    from steinax.runtime.checkpoint import OPTIMIZER_LABELS, CheckpointMismatchError, compare_behaviour
 
     structure = jax.tree_util.tree_structure(now)  # a dict's leaves flatten in key order
     if len(stored_leaves) != structure.num_leaves:
@@ -535,7 +157,7 @@ def _train(params, to_steps, T, stages, problems, loss, *, method, target, epoch
     resumed from there when the file exists and was written by the same training (fingerprint): the resumed
     loop draws the same keys, so it returns what an uninterrupted one returns.
     """
-    from steinax.checkpoint import load_checkpoint, optimizer_signature, save_checkpoint, update_from
+    from steinax.runtime.checkpoint import load_checkpoint, optimizer_signature, save_checkpoint, update_from
 
     sample = _problem_sampler(problems)
     key_check, rng_key = jax.random.split(rng_key)
@@ -656,11 +278,11 @@ def train_dusvgd(
         remat: rematerialise each unrolled step in the backward pass (memory O(T n d + n^2)).
         progress: show a progress bar over epochs.
         checkpoint: a file path: the training state is saved there every ``checkpoint_every`` epochs and
-            at the end (atomically, :mod:`steinax.checkpoint`), and a call with the same arguments
+            at the end (atomically, :mod:`steinax.runtime.checkpoint`), and a call with the same arguments
             resumes from it and returns what an uninterrupted call returns. The fingerprint compares
             the settings, initial values, method, target, optimizer state and key, and the optimizer's
             behaviour (its update at steps 0 to 10^6 and at the epoch resumed from:
-            :func:`steinax.checkpoint.optimizer_signature`; another learning rate or schedule is
+            :func:`steinax.runtime.checkpoint.optimizer_signature`; another learning rate or schedule is
             refused, naming it), and the first problem of a fixed batch with the loss at its initial
             particles (another ``x0``, other data or another loss is refused). What no probe sees: a
             change to ``problems`` or ``loss`` away from that problem. A finished training's file returns

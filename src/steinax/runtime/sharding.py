@@ -21,10 +21,10 @@ the particles yourself if you must; extra particles change the method).
 
 Example (4 CPU devices, ``XLA_FLAGS=--xla_force_host_platform_device_count=4``)::
 
-    mesh = steinax.sharding.particle_mesh()
+    mesh = steinax.runtime.sharding.particle_mesh()
     res = steinax.run(steinax.svgd(mesh=mesh), logp, x0, steps=500,
                       optimizer=optax.adam(1e-2), rng_key=key)
-    x = steinax.sharding.gather(res.particles)   # numpy, on every process
+    x = steinax.runtime.sharding.gather(res.particles)   # numpy, on every process
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def distributed_mesh(*, axis_name: str = AXIS) -> Mesh:
 def check_mesh(mesh, n: int | None = None, name: str = "mesh") -> Mesh:
     """Validate a particle mesh (one axis) and, with ``n``, that it divides the particles."""
     if not isinstance(mesh, Mesh):
-        raise TypeError(f"`{name}` must be a jax.sharding.Mesh (steinax.sharding.particle_mesh()); "
+        raise TypeError(f"`{name}` must be a jax.sharding.Mesh (steinax.runtime.sharding.particle_mesh()); "
                         f"received {type(mesh).__name__}")
     if len(mesh.axis_names) != 1:
         raise ValueError(f"`{name}` must have one axis (the particles'); received axes {mesh.axis_names}")
