@@ -1,5 +1,6 @@
 """Targets: log-densities, minibatch models, toy distributions, and NumPyro, PyMC and TFP models."""
 
+from steinax.targets.affine import AffineMap, AffineTarget
 from steinax.targets.base import AbstractTarget, LogDensityTarget, MinibatchTarget, ScoreTarget, as_target
 from steinax.targets.model import ModelTarget
 from steinax.targets.toys import DoubleBanana, Gaussian, GaussianMixture, Sine, gmm_1d, gmm_2d, star
@@ -18,6 +19,8 @@ __all__ = [
     "DoubleBanana",
     "Sine",
     "ModelTarget",
+    "AffineMap",
+    "AffineTarget",
     "NumPyroTarget",
     "from_numpyro",
     "from_pymc",

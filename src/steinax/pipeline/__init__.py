@@ -1,0 +1,12 @@
+"""The sampling pipeline around the particle loop (issue 49): stages that chain a warm start, the particles in
+whitened coordinates, the checks and a correction (the stage protocol: :mod:`steinax.particles.loop.stages`).
+
+* :mod:`steinax.pipeline.warm_start`: Pathfinder (BlackJAX) from the target's own starting points: particles in the
+  typical set and an affine map for the next stages;
+* :mod:`steinax.pipeline.whitened`: a particle method on the target in the coordinates that map whitens.
+"""
+
+from steinax.pipeline.warm_start import PathfinderStart
+from steinax.pipeline.whitened import WhitenedParticles
+
+__all__ = ["PathfinderStart", "WhitenedParticles"]
