@@ -39,6 +39,7 @@ import numpy as np
 
 from steinax import datasets
 from steinax._io import append_row, atomic_write_csv, atomic_write_text, check_output, read_rows
+from steinax.particles.loop.progress import progress_bar
 
 __all__ = ["TASKS", "METHODS", "BenchSettings", "run_bench", "summarise"]
 
@@ -295,9 +296,8 @@ def run_bench(
             if (task, d, m, str(k), s.key(m)) not in done]
     print(f"steinax bench {task}: {len(names)} datasets x {len(methods)} methods x {seeds} seeds; settings {s.key()}; "
           f"{len(jobs)} to run, {len(names) * len(methods) * seeds - len(jobs)} already in {results_path}", flush=True)
-    bar = _bar(progress, len(jobs))
     loaded = {}
-    try:
+    with progress_bar(progress and len(jobs) > 0, len(jobs), "steinax bench", unit="job") as bar:
         for d, m, k in jobs:
             if d not in loaded:
                 loaded[d] = datasets.load(d)
@@ -309,12 +309,7 @@ def run_bench(
             # each job compiles its own target; without this, hundreds of jobs exhaust the JIT's code memory
             # (observed: "LLVM ERROR: Unable to allocate section memory" after 183 BLR jobs)
             jax.clear_caches()
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix_str(f"{d}/{m}/seed {k}")
-    finally:
-        if bar is not None:
-            bar.close()
+            bar.update(1, job=f"{d}/{m}/seed {k}")
     rows = read_rows(results_path)  # this process's rows and any another wrote to the same folder
     summary = summarise([r for r in rows if r["task"] == task and r["settings"] == s.key(r["method"])])
     atomic_write_csv(os.path.join(out_dir, "summary.csv"), summary, list(summary[0]) if summary else ["dataset"])
@@ -322,16 +317,6 @@ def run_bench(
     atomic_write_text(os.path.join(out_dir, "summary.md"), md)
     print(md)
     return summary
-
-
-def _bar(progress, total):
-    if not progress or total == 0:
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # pragma: no cover
-        return None
-    return tqdm(total=total, desc="steinax bench", unit="job")
 
 
 def summarise(rows) -> list[dict]:
