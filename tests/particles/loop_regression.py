@@ -17,6 +17,7 @@ import tempfile
 import warnings
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 
@@ -54,6 +55,7 @@ def _arrays(prefix, result, out):
     out[prefix + "/step"] = np.asarray(result.state.step)
     out[prefix + "/converged"] = np.asarray(-1 if result.converged is None else int(result.converged))
     out[prefix + "/delta"] = np.asarray((result.convergence or {}).get("delta", np.nan), np.float64)
+    out[prefix + "/learning_rate"] = np.asarray((result.convergence or {}).get("learning_rate") or np.nan, np.float64)
 
 
 def cases() -> dict:
@@ -68,6 +70,9 @@ def cases() -> dict:
                                              optimizer=opt), out)
     for name in ("svgd", "svn"):
         _arrays(f"settle/{name}", steinax.run(_methods()[name], logp, x0, steps=None, rng_key=key), out)
+    # a run until settled whose segments plateau, so that the step is halved (per segment, on its own trace)
+    narrow = lambda x: -0.5 * jnp.sum(x * x) / 0.0005**2  # noqa: E731
+    _arrays("settle/svgd_halving", steinax.run(steinax.svgd(), narrow, x0 * 0.01, steps=None, rng_key=key), out)
     _arrays("fixed/svgd_adagrad", steinax.run(steinax.svgd(), logp, x0, steps=150, rng_key=key,
                                               optimizer=steinax.adagrad_momentum(0.1)), out)
     with tempfile.TemporaryDirectory() as tmp:
@@ -86,7 +91,7 @@ def cases() -> dict:
         state, _ = step(jax.random.fold_in(key, t), state)
     out["algorithm/svgd/particles"] = np.asarray(state.particles)
     if len(jax.devices()) >= 4:
-        mesh = steinax.runtime.sharding.particle_mesh(jax.devices()[:4])
+        mesh = steinax.sharding.particle_mesh(jax.devices()[:4])  # the old path: runs on the pre-split source too
         _arrays("sharded/svgd", steinax.run(steinax.svgd(mesh=mesh), logp, x0, steps=150, rng_key=key,
                                             trace_every=10), out)
     return out

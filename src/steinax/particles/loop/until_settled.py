@@ -60,7 +60,7 @@ def run_until_converged(method, target, particles, *, rng_key, optimizer=None, m
             if _plateaued(result.trace.ksd):
                 state = _halve_learning_rate(state, MIN_LEARNING_RATE_FACTOR * DEFAULT_LEARNING_RATE)
             before, result = after, joined.segment(None, state)
-    return _verdict(target, result, delta, tol, check_every, joined.count * check_every)
+    return _verdict(target, joined.whole(result), delta, tol, check_every, joined.count * check_every)
 
 
 class _Joined:
@@ -69,10 +69,10 @@ class _Joined:
 
     def __init__(self, method, target, optimizer, rng_key, check_every, options, max_steps):
         self.run = (method, target, optimizer, rng_key, check_every, options)
-        # after each segment, the whole run so far (each trace record once) and its summed wall time
         self.max_steps, self.count, self.traces, self.wall = max_steps, 0, [], 0.0
 
     def segment(self, particles, initial_state) -> RunResult:
+        """The next segment's own result (the settle rule reads its own trace); its trace joins the whole run's."""
         method, target, optimizer, rng_key, check_every, options = self.run
         try:
             with warnings.catch_warnings():  # a segment's own settling is judged by the rule here, not by run's check
@@ -81,17 +81,21 @@ class _Joined:
                                    rng_key=jax.random.fold_in(rng_key, self.count), initial_state=initial_state,
                                    options=options)
         except RunInterrupted as err:  # the whole run's result and its global step, not the segment's
+            self._add(err.result)
             raise RunInterrupted(
                 f"interrupted (Ctrl-C) after step {err.step} of a run until settled (at most {self.max_steps} steps); "
                 "`err.result` holds the particles there (resume with steps=None, initial_state=err.result.state)",
-                err.step, self._add(err.result)) from None
+                err.step, self.whole(err.result)) from None
         self.count += 1
-        return self._add(result)
+        self._add(result)
+        return result
 
-    def _add(self, last: RunResult) -> RunResult:
-        """``last`` (the latest segment's result) with the whole run's trace and wall time."""
-        self.traces.append(last.trace if not self.traces else last.trace[1:])
+    def _add(self, last: RunResult) -> None:
+        self.traces.append(last.trace if not self.traces else last.trace[1:])  # each record once
         self.wall += last.wall_time
+
+    def whole(self, last: RunResult) -> RunResult:
+        """``last`` (the latest segment's result) with the whole run's trace and summed wall time."""
         trace = jax.tree_util.tree_map(lambda *a: jnp.concatenate(a), *self.traces)
         return dataclasses.replace(last, trace=trace, wall_time=self.wall)
 
