@@ -11,7 +11,7 @@ import importlib.abc
 import importlib.util
 import sys
 
-__all__ = ["ALIASES", "install", "attribute"]
+__all__ = ["ALIASES", "install", "attribute", "register_shadowed"]
 
 ALIASES = {
     # issue 48: the run loop's modules became the package steinax.particles.loop
@@ -60,3 +60,16 @@ def attribute(package: str, name: str):
     if alias in ALIASES:
         return importlib.import_module(alias)
     raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+
+def register_shadowed(package) -> None:
+    """For aliases under ``package`` whose name the package binds to something else (``steinax.particles.run`` is the
+    function ``run``): put the module in ``sys.modules`` now. A first import through the finder would bind the
+    module to that name on the package, replacing the function; found in ``sys.modules``, it binds nothing."""
+    import types
+
+    for old, new in ALIASES.items():
+        parent, name = old.rsplit(".", 1)
+        value = getattr(package, name, None)
+        if parent == package.__name__ and value is not None and not isinstance(value, types.ModuleType):
+            sys.modules.setdefault(old, importlib.import_module(new))

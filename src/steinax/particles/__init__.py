@@ -2,6 +2,8 @@
 
 import sys as _sys
 
+from steinax import _aliases
+
 from steinax.particles.annealed import Annealed, annealed_svgd, annealing_schedule
 from steinax.particles.sliced import SlicedSVGD, sliced_svgd
 from steinax.particles.complete_conditional import CCSVGD, cc_svgd, cc_svgd_direction
@@ -66,9 +68,7 @@ __all__ = [
 ]
 
 
-# `steinax.particles.run` is the function; its old module path is registered here, at once, so that importing it
-# finds the package in sys.modules and does not rebind the name `run` to a module (what a first import would do)
-_sys.modules.setdefault(__name__ + ".run", _sys.modules["steinax.particles.loop"])
+_aliases.register_shadowed(_sys.modules[__name__])  # steinax.particles.run stays the function
 
 
 def __getattr__(name):  # the loop's old module paths, steinax.particles.converge and .interrupt (steinax._aliases)

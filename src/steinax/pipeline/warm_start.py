@@ -31,7 +31,9 @@ __all__ = ["PathfinderStart"]
 
 class PathfinderStart(AbstractStage):
     """Pathfinder as a stage (module docstring). Learns ``{"affine", "elbo", "elbos", "lbfgs_iterations",
-    "logdensity_evaluations"}``; returns as many draws as the start has particles (or ``num_particles``).
+    "elbo_evaluations"}``: the L-BFGS iterations per path (each at least one value-and-gradient evaluation, more
+    where a line search backtracks: BlackJAX does not report those) and the log-density evaluations of the ELBO
+    estimates; returns as many draws as the start has particles (or ``num_particles``).
 
     Attributes:
         paths: independent L-BFGS paths, from the first ``paths`` start particles.
@@ -75,5 +77,5 @@ class PathfinderStart(AbstractStage):
         iterations = np.isfinite(np.asarray(infos.path.elbo)).sum(axis=1)
         learnt = {"affine": AffineMap.from_moments(mean, cov), "elbo": float(elbos[best]), "elbos": elbos.tolist(),
                   "lbfgs_iterations": iterations.tolist(),
-                  "logdensity_evaluations": int(iterations.sum()) * int(self.elbo_draws)}
+                  "elbo_evaluations": int(iterations.sum()) * int(self.elbo_draws)}
         return Staged(particles=draws.astype(x0.dtype), state=None, learnt={**start.learnt, self.name: learnt})
