@@ -38,6 +38,7 @@ from steinax.particles import (
     svn,
 )
 from steinax.stein import ksd
+from steinax.pipeline import SampleResult, sample
 
 __version__ = "0.1.0"
 

@@ -22,6 +22,7 @@ Conventions:
 from __future__ import annotations
 
 import jax
+import numpy as np
 import jax.numpy as jnp
 
 from steinax._validation import check_particles
@@ -146,6 +147,9 @@ def nuts(
     rng_key: jax.Array,
     progress: bool = False,
     return_info: bool = False,
+    target_accept_prob: float = 0.8,
+    min_ess: float | None = None,
+    max_samples: int = 100_000,
 ):
     """NumPyro NUTS on ``target.logdensity`` (full data), one chain per row of ``initial_positions``.
 
@@ -154,7 +158,11 @@ def nuts(
     ``info["num_steps"]`` counts each transition's leapfrog steps (gradient evaluations). Chains run sequentially (one CPU device).
     ``max_tree_depth`` bounds a transition at ``2**max_tree_depth - 1`` leapfrog steps
     (NumPyro's default 10); a smaller one caps the cost of a draw on posteriors whose
-    trajectories run long (hierarchical or whitened latent models).
+    trajectories run long (hierarchical or whitened latent models). ``target_accept_prob`` is the
+    step-size adaptation's target (NumPyro's default 0.8; higher takes smaller steps, fewer divergences).
+    With ``min_ess``, the chains continue from their last state in blocks of ``num_samples`` kept draws
+    (no new warm-up) until the minimum bulk ESS over coordinates (``numpyro.diagnostics``, all chains)
+    reaches it or ``max_samples`` draws per chain are kept; ``info["min_ess_bulk"]`` then reports it.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -175,12 +183,30 @@ def nuts(
     check_target(target, rng_key, x0)
     if isinstance(max_tree_depth, bool) or not isinstance(max_tree_depth, int) or max_tree_depth < 1:
         raise ValueError(f"`max_tree_depth` must be a positive integer; received {max_tree_depth!r}")
-    mcmc = MCMC(NUTS(potential_fn=lambda x: -target.logdensity(x), max_tree_depth=max_tree_depth), num_warmup=num_warmup, num_samples=num_samples,
+    if not 0.0 < float(target_accept_prob) < 1.0:
+        raise ValueError(f"`target_accept_prob` must be in (0, 1); received {target_accept_prob!r}")
+    mcmc = MCMC(NUTS(potential_fn=lambda x: -target.logdensity(x), max_tree_depth=max_tree_depth,
+                     target_accept_prob=float(target_accept_prob)), num_warmup=num_warmup, num_samples=num_samples,
                 num_chains=x0.shape[0], chain_method="sequential", progress_bar=progress)
     extra = ("diverging", "num_steps") if return_info else ()
     mcmc.run(rng_key, init_params=x0[0] if x0.shape[0] == 1 else x0, extra_fields=extra)  # one chain's as [d]
-    draws = jnp.asarray(mcmc.get_samples(group_by_chain=True))
+    blocks = [np.asarray(mcmc.get_samples(group_by_chain=True))]
+    fields = [mcmc.get_extra_fields(group_by_chain=True)]
+    ess = None
+    if min_ess is not None:
+        from numpyro.diagnostics import effective_sample_size
+
+        ess = float(np.min(effective_sample_size(blocks[0])))
+        while ess < float(min_ess) and len(blocks) * num_samples < max_samples:
+            mcmc.post_warmup_state = mcmc.last_state  # continue the chains: no new warm-up
+            mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=extra)
+            blocks.append(np.asarray(mcmc.get_samples(group_by_chain=True)))
+            fields.append(mcmc.get_extra_fields(group_by_chain=True))
+            ess = float(np.min(effective_sample_size(np.concatenate(blocks, axis=1))))
+    draws = jnp.asarray(np.concatenate(blocks, axis=1))
     if not return_info:
         return draws
-    fields = mcmc.get_extra_fields(group_by_chain=True)
-    return draws, {name: jnp.asarray(fields[name]) for name in extra}
+    info = {name: jnp.asarray(np.concatenate([np.asarray(f[name]) for f in fields], axis=1)) for name in extra}
+    if ess is not None:
+        info["min_ess_bulk"] = ess
+    return draws, info

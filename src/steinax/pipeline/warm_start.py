@@ -37,16 +37,23 @@ class PathfinderStart(AbstractStage):
 
     Attributes:
         paths: independent L-BFGS paths, from the first ``paths`` start particles.
-        maxiter: L-BFGS iterations per path (BlackJAX's ``maxiter``).
+        maxiter: L-BFGS iterations per path, at most (BlackJAX's ``maxiter``).
+        ftol, gtol: L-BFGS's stopping tolerances on the relative decrease of ``-log p`` and on the gradient.
+            **Decided here:** ``1e-12`` and ``1e-10``, not BlackJAX's ``1e-5`` and ``1e-8``: on a regression on the
+            calendar year (intercept and slope correlated at -0.9997) L-BFGS crawls along the ridge, each step
+            decreasing ``-log p`` by less than ``1e-5`` of it, and stopped 79 sds from the mean after 18-86
+            iterations; with ``1e-12`` its paths ran 133-286 iterations and the map's mean was 0.21 sd off.
         elbo_draws: draws per iterate to estimate its ELBO (BlackJAX's ``num_samples``).
         num_particles: particles to return (default: as many as the start).
     """
 
     name: ClassVar[str] = "warm_start"
     paths: int = 4
-    maxiter: int = 200
-    elbo_draws: int = 50
+    maxiter: int = 1000
+    elbo_draws: int = 20
     num_particles: int | None = None
+    ftol: float = 1e-12
+    gtol: float = 1e-10
 
     def apply(self, target, start: Staged, rng_key) -> Staged:
         from blackjax.vi import pathfinder
@@ -59,7 +66,7 @@ class PathfinderStart(AbstractStage):
 
         def one(key, position):
             return pathfinder.approximate(key, tgt.logdensity, position, num_samples=self.elbo_draws,
-                                          maxiter=self.maxiter)
+                                          maxiter=self.maxiter, ftol=self.ftol, gtol=self.gtol)
 
         with jax.numpy_rank_promotion("allow"):  # BlackJAX's sampler broadcasts implicitly
             states, infos = jax.vmap(one)(jax.random.split(key_paths, paths), x0[:paths])

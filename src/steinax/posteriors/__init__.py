@@ -1,9 +1,10 @@
 """Posteriors with ground truth: a suite to tell whether a sampler got the posterior right.
 
-Fourteen posteriors of distinct kinds (hierarchical, regression, sparse, time series,
+Twenty-five posteriors of distinct kinds: fourteen (hierarchical, regression, sparse, time series,
 item response, GP latent, funnel, banana, a separated mixture, an ill-conditioned
-Gaussian), each with reference moments and reference draws in its unconstrained
-space. References come from long NUTS runs made by ``experiments/posteriors/make_references.py``
+Gaussian; :data:`FIRST_FOURTEEN`) and eleven on real data in their own units, written as users
+write them (:data:`REAL_DATA_NAMES`, :mod:`steinax.posteriors.real_data`), each with reference
+moments and reference draws in its unconstrained space. References come from long NUTS runs made by ``experiments/posteriors/make_references.py``
 (R-hat, ESS and divergences stored beside them) or from closed forms and exact draws.
 
     >>> import steinax.posteriors as sp
@@ -28,8 +29,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from steinax.posteriors import closed_form
+from steinax.posteriors.real_data import REAL_DATA
 
-__all__ = ["Posterior", "Reference", "NAMES", "get", "reference_path"]
+__all__ = ["Posterior", "Reference", "NAMES", "FIRST_FOURTEEN", "REAL_DATA_NAMES", "get", "reference_path"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +99,12 @@ NUMPYRO_KINDS = {
     "item_response_theory": "item response (high-dimensional)",
     "gp_classification": "GP latent",
 }
-NAMES = tuple(NUMPYRO_KINDS) + tuple(CLOSED_FORM)
+FIRST_FOURTEEN = tuple(NUMPYRO_KINDS) + tuple(CLOSED_FORM)
+"""The suite as it stood before issue 49 (mostly standardised or synthetic data)."""
+REAL_DATA_NAMES = tuple(REAL_DATA)
+"""Real-data posteriors written as users write them (:mod:`steinax.posteriors.real_data`, issue 49)."""
+NUMPYRO_KINDS.update({name: kind for name, (_, _, kind) in REAL_DATA.items()})
+NAMES = FIRST_FOURTEEN + REAL_DATA_NAMES
 
 
 def get(name: str) -> Posterior:

@@ -61,11 +61,36 @@ class AffineMap(eqx.Module):
 
     @classmethod
     def from_particles(cls, particles, ridge: float = 1e-6) -> "AffineMap":
-        """The particles' mean and covariance (plus ``ridge`` times its mean diagonal, so that fewer particles than
-        dimensions still give a positive definite matrix)."""
+        """The particles' mean and covariance. With no more particles than dimensions the sample covariance is
+        singular, and ``ridge`` times its mean diagonal is added; otherwise nothing is (a ridge ``c I`` would make the
+        map depend on the coordinate axes: the map of linearly reparameterised particles would not be the
+        reparameterised map)."""
         x = jnp.asarray(particles)
         cov = jnp.atleast_2d(jnp.cov(x.T))
-        return cls.from_moments(jnp.mean(x, axis=0), cov + ridge * jnp.mean(jnp.diag(cov)) * jnp.eye(x.shape[1], dtype=x.dtype))
+        if x.shape[0] <= x.shape[1]:
+            cov = cov + ridge * jnp.mean(jnp.diag(cov)) * jnp.eye(x.shape[1], dtype=x.dtype)
+        return cls.from_moments(jnp.mean(x, axis=0), cov)
+
+    def compose(self, inner: "AffineMap") -> "AffineMap":
+        """The map ``z -> self.forward(inner.forward(z))``: shift ``self.forward(inner.shift)``, matrix
+        ``self.matrix @ inner.matrix`` (lower triangular with a positive diagonal, as both are)."""
+        if not isinstance(inner, AffineMap) or inner.dim != self.dim:
+            raise ValueError(f"`inner` must be an AffineMap of {self.dim} coordinates; received "
+                             f"{getattr(inner, 'dim', type(inner).__name__)}")
+        return AffineMap(shift=self.forward(inner.shift), matrix=self.matrix @ inner.matrix)
+
+    def refit(self, particles) -> "AffineMap":
+        """This map composed with the particles' own mean and covariance in its coordinates, the covariance shrunk
+        toward this map's (the identity there) with weight ``d / (n + d)``: ``n`` particles see at most ``n - 1``
+        directions, and a direction they do not see keeps the scale this map gave it instead of a ridge's.
+
+        Equivariant: particles and map reparameterised by ``x = A y + b`` give the reparameterised refit (the
+        sample covariance and the identity both rotate with the coordinates)."""
+        z = self.inverse(jnp.asarray(particles))
+        n, d = z.shape
+        weight = d / (n + d)
+        cov = (1.0 - weight) * jnp.atleast_2d(jnp.cov(z.T)) + weight * jnp.eye(d, dtype=z.dtype)
+        return self.compose(AffineMap.from_moments(jnp.mean(z, axis=0), cov))
 
     @property
     def dim(self) -> int:
@@ -108,6 +133,19 @@ class AffineTarget(AbstractTarget):
         if isinstance(dim, int) and dim != affine.dim:
             raise ValueError(f"`affine` maps {affine.dim} coordinates; the target has {dim}")
         self.affine = affine
+
+    def refit(self, particles) -> "AffineMap":
+        """This map composed with the particles' own mean and covariance in its coordinates, the covariance shrunk
+        toward this map's (the identity there) with weight ``d / (n + d)``: ``n`` particles see at most ``n - 1``
+        directions, and a direction they do not see keeps the scale this map gave it instead of a ridge's.
+
+        Equivariant: particles and map reparameterised by ``x = A y + b`` give the reparameterised refit (the
+        sample covariance and the identity both rotate with the coordinates)."""
+        z = self.inverse(jnp.asarray(particles))
+        n, d = z.shape
+        weight = d / (n + d)
+        cov = (1.0 - weight) * jnp.atleast_2d(jnp.cov(z.T)) + weight * jnp.eye(d, dtype=z.dtype)
+        return self.compose(AffineMap.from_moments(jnp.mean(z, axis=0), cov))
 
     @property
     def dim(self) -> int:

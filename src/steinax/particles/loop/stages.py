@@ -77,8 +77,9 @@ class ParticleLoop(AbstractStage):
 
 
 class Chain(AbstractStage):
-    """Stages run in order, stage ``i`` with the key ``fold_in(rng_key, i)``, each from where the last left off; what
-    each learnt is kept under its name (a repeated name gets ``:i`` appended)."""
+    """Stages run in order, stage ``i`` with the key ``fold_in(rng_key, i)``, each from where the last left off and
+    seeing what the earlier ones learnt (a whitened stage reads the warm start's map); what each learnt is kept under
+    its name (a repeated name gets ``:i`` appended, and a later stage reading the name sees the first)."""
 
     name: ClassVar[str] = "chain"
     stages: tuple
@@ -92,10 +93,8 @@ class Chain(AbstractStage):
     def apply(self, target, start: Staged, rng_key) -> Staged:
         for i, stage in enumerate(self.stages):
             before = start.learnt
-            start = stage.apply(target, Staged(particles=start.particles, state=start.state, learnt={}),
-                                jax.random.fold_in(rng_key, i))
+            out = stage.apply(target, start, jax.random.fold_in(rng_key, i))  # a stage reads what earlier ones learnt
             learnt = dict(before)
-            for name, value in start.learnt.items():
-                learnt[name if name not in learnt else f"{name}:{i}"] = value
-            start = Staged(particles=start.particles, state=start.state, learnt=learnt)
+            learnt[stage.name if stage.name not in before else f"{stage.name}:{i}"] = out.learnt.get(stage.name)
+            start = Staged(particles=out.particles, state=out.state, learnt=learnt)
         return start

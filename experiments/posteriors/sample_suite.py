@@ -1,0 +1,126 @@
+"""``steinax.sample`` with its defaults on every suite posterior, each stage scored, beside NumPyro NUTS (issue 49).
+
+    python experiments/posteriors/sample_suite.py [--posteriors NAME ...] [--seeds 5] [--nuts-seeds 5] [--out DIR]
+
+For each posterior and seed: ``steinax.sample(target, rng_key=key(seed), num_particles=100)`` in float64 (rows
+``sample:warm_start`` (Pathfinder's draws alone), ``sample:particles`` (with the particle method, no correction) and
+``sample:sample`` (the answer)), and NumPyro NUTS, 4 chains, 1000 warm-up, then 1000-draw blocks until the minimum
+bulk ESS is 1000 (row ``nuts``), in the same process, one after the other. Every row: worst |mean error| and median
+and minimum sd ratio against the reference, cumulative gradient evaluations and wall seconds (compilation included:
+each posterior's first seed compiles, later seeds reuse it, for both samplers alike). Rows are appended to
+``DIR/results.csv`` as they finish (a rerun skips done rows); ``DIR/summary.md`` is the table of the issue: per
+posterior, the mean over seeds of each stage's scores, whether NUTS's reference is clean (R-hat <= 1.01, no
+divergences), the goal (worst error <= 0.2, median sd ratio in [0.9, 1.1], minimum >= 0.7 on every seed), the
+median wall time against NUTS's, and how the runs that miss [0.5 sd error, sd ratio in [0.8, 1.25]] were flagged.
+"""
+
+import argparse
+import collections
+import os
+import sys
+
+import jax
+import numpy as np
+
+from steinax._io import append_row, atomic_write_text, check_output, read_rows
+from steinax.posteriors import NAMES, get
+from steinax.posteriors.sampling import nuts_row, sample_rows
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from _common import banner  # noqa: E402
+
+FIELDS = ("posterior", "d", "method", "seed", "n", "gradient_evaluations", "wall_s", "mean_error_max",
+          "mean_error_median", "sd_ratio_median", "sd_ratio_min", "sinkhorn", "ok", "message", "correction_steps",
+          "rhat", "ess_bulk", "divergences", "draws_per_chain")
+KEY = ("posterior", "method", "seed")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--posteriors", nargs="+", default=list(NAMES), choices=list(NAMES))
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--nuts-seeds", type=int, default=None, help="NUTS runs per posterior (default: --seeds)")
+    p.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "sample_suite"))
+    a = p.parse_args(argv)
+    path = os.path.join(a.out, "results.csv")
+    check_output(path)
+    nuts_seeds = a.seeds if a.nuts_seeds is None else a.nuts_seeds
+    banner("steinax.sample on the posterior suite, beside NumPyro NUTS (float64)",
+           {"posteriors": len(a.posteriors), "seeds": a.seeds, "NUTS seeds": nuts_seeds, "particles": 100,
+            "NUTS": "4 chains, 1000 warm-up, 1000-draw blocks to min bulk ESS 1000", "out": a.out,
+            "devices": jax.devices()})
+    done = {tuple(r[k] for k in KEY) for r in read_rows(path)}
+    for name in a.posteriors:
+        for seed in range(max(a.seeds, nuts_seeds)):
+            jobs = ([("sample:sample", lambda: sample_rows(name, seed))] if seed < a.seeds else []) + \
+                   ([("nuts", lambda: [nuts_row(name, seed)])] if seed < nuts_seeds else [])
+            for method, run in jobs:
+                if (name, method, str(seed)) in done:
+                    continue
+                with jax.enable_x64(True):  # scoped: the caller's precision is left as it was
+                    rows = run()
+                for row in rows:
+                    append_row(path, row, FIELDS, KEY)
+                    print(f"{name:26s} {row['method']:20s} seed {seed}: err {row['mean_error_max']:.3f} sd, sd ratio "
+                          f"{row['sd_ratio_median']:.3f} (min {row['sd_ratio_min']:.3f}), "
+                          f"{row['gradient_evaluations']} grads, {row['wall_s']:.1f} s"
+                          + (f", ok={row['ok']}" if row.get("ok") is not None else ""), flush=True)
+    rows = read_rows(path)
+    atomic_write_text(os.path.join(a.out, "summary.md"), summary(rows))
+    print(summary(rows))
+    return 0
+
+
+def _clean(name: str) -> bool:
+    meta = get(name).reference().meta
+    return meta.get("source") != "nuts" or (meta["max_rhat"] <= 1.01 and meta["divergences"] == 0)
+
+
+def summary(rows) -> str:
+    groups = collections.defaultdict(list)
+    for r in rows:
+        groups[(r["posterior"], r["method"])].append(r)
+    f = lambda g, k: [float(r[k]) for r in g if r.get(k) not in ("", None)]  # noqa: E731
+    lines = ["Cells: worst |mean error| (sds, mean over seeds); median sd ratio (mean); minimum sd ratio (min over "
+             "seeds); gradient evaluations (median). Goal: worst error <= 0.2, median sd ratio in [0.9, 1.1], minimum "
+             ">= 0.7 on every seed. Wall: median seconds over seeds (seed 0, the first run on the posterior, which "
+             "compiles), compilation included.", "",
+             "| posterior | d | clean ref | warm start | particles | sample | ok | goal | sample s (seed 0) | NUTS s (seed 0) | NUTS |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    met = wall_ok = counted = 0
+    missed_flagged, missed = 0, 0
+    for name in dict.fromkeys(r["posterior"] for r in rows):
+        cells = []
+        for stage in ("sample:warm_start", "sample:particles", "sample:sample"):
+            g = groups.get((name, stage), [])
+            cells.append(f"{np.mean(f(g, 'mean_error_max')):.2f}; {np.mean(f(g, 'sd_ratio_median')):.2f}; "
+                         f"{np.min(f(g, 'sd_ratio_min')):.2f}; {np.median(f(g, 'gradient_evaluations')):.3g}" if g else "")
+        g = groups.get((name, "sample:sample"), [])
+        nuts = groups.get((name, "nuts"), [])
+        goal = bool(g) and all(float(r["mean_error_max"]) <= 0.2 and 0.9 <= float(r["sd_ratio_median"]) <= 1.1
+                               and float(r["sd_ratio_min"]) >= 0.7 for r in g)
+        clean = _clean(name)
+        for r in g:
+            bad = (float(r["mean_error_max"]) > 0.5 or not 0.8 <= float(r["sd_ratio_median"]) <= 1.25)
+            missed += bad
+            missed_flagged += bad and str(r["ok"]) == "False"
+        ws, wn = (np.median(f(g, "wall_s")) if g else np.nan), (np.median(f(nuts, "wall_s")) if nuts else np.nan)
+        if clean and g:
+            counted += 1
+            met += goal
+            wall_ok += ws <= wn
+        oks = sum(str(r["ok"]) == "True" for r in g)
+        cold = lambda rs: next((float(r["wall_s"]) for r in rs if str(r["seed"]) == "0"), np.nan)  # noqa: E731
+        nuts_cell = (f"{np.mean(f(nuts, 'mean_error_max')):.2f}; {np.mean(f(nuts, 'sd_ratio_median')):.2f}; "
+                     f"{np.median(f(nuts, 'gradient_evaluations')):.3g}" if nuts else "")
+        lines.append(f"| {name} | {g[0]['d'] if g else ''} | {'yes' if clean else 'no'} | " + " | ".join(cells)
+                     + f" | {oks}/{len(g)} | {'met' if goal else 'not met'} | {ws:.1f} ({cold(g):.1f}) | {wn:.1f} ({cold(nuts):.1f})"
+                     f" | {nuts_cell} |")
+    lines += ["", f"Goal met on {met} of {counted} posteriors with a clean reference; wall time at most NUTS's on "
+              f"{wall_ok} of {counted}. Runs outside [0.5 sd, sd ratio 0.8-1.25]: {missed}, flagged (ok=False): "
+              f"{missed_flagged}."]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

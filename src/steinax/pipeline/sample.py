@@ -1,0 +1,249 @@
+"""``steinax.sample``: one call from a model to draws a practitioner can use, or a clear statement that they cannot.
+
+The stages (each also callable alone, :mod:`steinax.pipeline`):
+
+1. **warm start** (:class:`~steinax.pipeline.PathfinderStart`): Pathfinder from the target's own starting points
+   (``target.init_particles``, else ``N(0, I)``): particles in the typical set and an affine map;
+2. **particles** (:class:`~steinax.pipeline.WhitenedParticles`): a particle method (default SVGD) until settled,
+   in the coordinates that map whitens;
+3. **checks**: the particles' log-densities against the bulk's (:func:`~steinax.pipeline.find_stragglers`) and,
+   with ``correction="auto"``, :func:`steinax.diagnostics.sample_quality` with ``spread=True`` (collapse and
+   missing-mode checks);
+4. **correction** (:class:`~steinax.pipeline.HMCCorrection`): each particle continues as a ChEES-HMC chain with the
+   ensemble's covariance as its metric until the split R-hat across chains and the bulk ESS say the draws are
+   usable: exact in the limit, whatever the particles got wrong.
+
+The result is right, or says it is not: :attr:`SampleResult.ok` is false, with :attr:`SampleResult.message` and a
+:class:`~steinax.particles.ConvergenceWarning`, when the correction's budget ran out before R-hat and ESS were met,
+when chains are named as stragglers, or, without a correction, when the checks flag the particles.
+
+**Decided here** (measured on the posterior suite, ``experiments/posteriors/sample_suite.py`` and
+docs/posteriors.md): ``correction="always"`` by default. The checks flag most particle runs anyway, cost about as many
+gradient evaluations as the correction's warm-up (their missing-mode ascents alone are ``(n + 64) x 1000``), and
+cannot see an error the correction would have removed; R-hat and ESS across 100 chains are the sharper check.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from steinax.particles.loop.options import RunOptions
+from steinax.particles.loop.settle import ConvergenceWarning
+from steinax.particles.loop.stages import Staged
+from steinax.pipeline.correction import HMCCorrection
+from steinax.pipeline.stragglers import find_stragglers
+from steinax.pipeline.warm_start import PathfinderStart
+from steinax.pipeline.whitened import WhitenedParticles
+from steinax.targets.base import as_target
+
+__all__ = ["sample", "SampleResult"]
+
+CORRECTIONS = ("always", "auto", "never")
+
+
+class SampleResult(eqx.Module):
+    """What :func:`sample` returns.
+
+    Attributes:
+        draws: ``[m, d]`` the answer in the target's (unconstrained) space: every kept draw of every chain after a
+            correction, else the particles.
+        samples: ``draws`` mapped by ``target.postprocess`` (NumPyro: a dict of constrained sites).
+        chains: ``[chains, kept, d]`` the correction's draws by chain, or ``None`` where none ran.
+        particles: ``[n, d]`` the particle stage's answer (before any correction).
+        ok: whether the answer passed its checks (module docstring); ``message`` says why not.
+        message: what the checks said, in a sentence.
+        stages: per stage, what it found (Pathfinder's ELBOs, the particle run's steps and verdict, the checks'
+            flags, the correction's step size, R-hat, ESS, divergences, stragglers).
+        gradient_evaluations: per stage (``"warm_start"`` counts L-BFGS iterations; its ELBO estimates' log-density
+            evaluations are in ``stages``), and ``"total"``.
+        seconds: wall time per stage, compilation included, and ``"total"``.
+        stage_draws: each stage's particles as it handed them on (``"warm_start"``: Pathfinder's draws,
+            ``"particles"``: the particle method's), ``[n, d]``: what each stage contributes, measurable.
+        labels: the model's ``{"coords", "dims"}`` (PyMC), else ``None``.
+    """
+
+    draws: np.ndarray
+    samples: object
+    chains: np.ndarray | None
+    particles: np.ndarray
+    ok: bool = eqx.field(static=True)
+    message: str = eqx.field(static=True)
+    stages: dict = eqx.field(static=True)
+    gradient_evaluations: dict = eqx.field(static=True)
+    seconds: dict = eqx.field(static=True)
+    stage_draws: dict = eqx.field(default_factory=dict)
+    labels: dict | None = eqx.field(static=True, default=None)
+
+    def to_datatree(self, target=None, var_name: str = "x"):
+        """The answer as an ArviZ ``DataTree``: the correction's chains as chains (R-hat and ESS apply), else the
+        particles as one chain marked ``steinax_particles = 1`` (as :meth:`steinax.RunResult.to_datatree`).
+        NumPyro and PyMC sites need ``target`` to be split by name; without it the draws are one variable."""
+        from arviz_base import from_dict
+
+        if self.chains is not None:
+            by_chain = self.chains
+            attrs = {"steinax_stages": ",".join(self.stages), "steinax_ok": int(self.ok)}
+        else:
+            by_chain = self.particles[None]
+            attrs = {"steinax_particles": 1, "steinax_ok": int(self.ok)}
+        c, k, d = by_chain.shape
+        post = as_target(target).postprocess(jnp.asarray(by_chain.reshape(-1, d))) if target is not None else None
+        if not isinstance(post, dict):
+            post = {var_name: by_chain.reshape(-1, d)}
+        posterior = {name: np.asarray(v).reshape((c, k) + np.shape(v)[1:]) for name, v in post.items()}
+        labels = self.labels or {}
+        return from_dict({"posterior": posterior}, attrs={"posterior": attrs}, coords=labels.get("coords"),
+                         dims=labels.get("dims"))
+
+
+def _initial(target, rng_key, n: int, init):
+    if init is not None:
+        x = jnp.asarray(init)
+        if x.ndim != 2:
+            raise ValueError(f"`init` must be [n, d] starting points; received shape {tuple(x.shape)}")
+        return x
+    make = getattr(target, "init_particles", None)
+    if make is not None:
+        return jnp.asarray(make(rng_key, n))
+    dim = getattr(target, "dim", None)
+    if not isinstance(dim, int):
+        raise ValueError("`init` is needed: the target has neither `init_particles` nor a `dim` to draw N(0, I) in")
+    return jax.random.normal(rng_key, (n, dim), jnp.result_type(float))
+
+
+def _check_arguments(num_particles, correction):
+    if isinstance(num_particles, bool) or not isinstance(num_particles, (int, np.integer)) or num_particles < 2:
+        raise ValueError(f"`num_particles` must be an integer >= 2; received {num_particles!r}")
+    if correction not in CORRECTIONS:
+        raise ValueError(f"`correction` must be one of {CORRECTIONS}; received {correction!r}")
+
+
+def sample(target, *, rng_key: jax.Array, num_particles: int = 100, init=None, method=None,
+           warm_start: PathfinderStart | bool = True, particles: bool = True, correction: str = "always",
+           corrector: HMCCorrection | None = None, progress: bool | str = "auto") -> SampleResult:
+    """Draws from ``target``: warm start, particles, checks, correction (module docstring).
+
+    Args:
+        target: a log-density of one ``[d]`` point or a steinax target (``steinax.targets.from_numpyro``,
+            ``from_pymc``, ``from_tfp`` for models).
+        rng_key: a JAX key.
+        num_particles: particles (and, after a correction, chains).
+        init: ``[n, d]`` starting points (default ``target.init_particles``, else ``N(0, I)``).
+        method: the particle method (default ``steinax.svgd()``).
+        warm_start: ``True`` (Pathfinder with its defaults), a :class:`PathfinderStart`, or ``False``.
+        particles: run the particle stage (``False``: the correction starts from the warm start's draws).
+        correction: ``"always"`` (default), ``"auto"`` (when the checks flag the particles or name a straggler),
+            or ``"never"``.
+        corrector: the correction stage's settings (default :class:`HMCCorrection()`).
+        progress: the particle loop's bar (``steinax.run``'s ``progress``).
+
+    Returns:
+        A :class:`SampleResult`.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, steinax
+        >>> logp = lambda x: -0.5 * jnp.sum(((x - jnp.array([1e3, 0.0])) / jnp.array([50.0, 0.01])) ** 2)
+        >>> res = steinax.sample(logp, rng_key=jax.random.key(0), init=jnp.zeros((100, 2)), progress=False)
+        >>> res.ok, bool(abs(res.draws[:, 0].mean() - 1e3) < 15.0)
+        (True, True)
+    """
+    from steinax.particles import svgd
+
+    _check_arguments(num_particles, correction)
+    tgt = as_target(target)
+    key_init, key_warm, key_particles, key_checks, key_correct = jax.random.split(rng_key, 5)
+    t_start = time.perf_counter()
+    stage = Staged(particles=_initial(tgt, key_init, int(num_particles), init))
+    dim = int(stage.particles.shape[1])
+    seconds, grads, stages, stage_draws = {}, {}, {}, {}
+
+    if warm_start:
+        t0 = time.perf_counter()
+        stage = (warm_start if isinstance(warm_start, PathfinderStart) else PathfinderStart())(tgt, stage, key_warm)
+        seconds["warm_start"] = time.perf_counter() - t0
+        learnt = stage.learnt["warm_start"]
+        grads["warm_start"] = int(sum(learnt["lbfgs_iterations"]))
+        stages["warm_start"] = {k: learnt[k] for k in ("elbo", "elbos", "lbfgs_iterations", "elbo_evaluations")}
+        stage_draws["warm_start"] = np.asarray(stage.particles)
+
+    if particles:
+        t0 = time.perf_counter()
+        whitened = WhitenedParticles(method if method is not None else svgd(), steps=None,
+                                     options=RunOptions(progress=progress))
+        stage = whitened(tgt, stage, key_particles)
+        seconds["particles"] = time.perf_counter() - t0
+        learnt = stage.learnt["particles"]
+        grads["particles"] = int(learnt["score_evaluations"])
+        result = learnt["result"]
+        stages["particles"] = {"steps": int(result.state.step), "converged": result.converged}
+        stage_draws["particles"] = np.asarray(stage.particles)
+
+    t0 = time.perf_counter()
+    logd = np.asarray(jax.vmap(tgt.logdensity)(stage.particles))
+    named = find_stragglers(logd, dim).tolist()
+    checks = {"stragglers": named}
+    grads["checks"] = int(logd.size)
+    flagged = bool(named)
+    if correction == "auto" or (correction == "never" and particles):
+        from steinax.diagnostics.quality import sample_quality
+
+        quality = sample_quality(stage.particles, tgt, spread=True, rng_key=key_checks)
+        checks.update(collapsed=bool(quality.collapsed), flagged=bool(quality.flagged),
+                      ksd=float(quality.discrepancy))
+        flagged = flagged or bool(quality.flagged)
+    seconds["checks"] = time.perf_counter() - t0
+    stages["checks"] = checks
+
+    before_correction = np.asarray(stage.particles)
+    chains = None
+    if correction == "always" or (correction == "auto" and flagged):
+        t0 = time.perf_counter()
+        stage = (corrector or HMCCorrection())(tgt, stage, key_correct)
+        seconds["correction"] = time.perf_counter() - t0
+        learnt = stage.learnt["correction"]
+        grads["correction"] = int(sum(learnt["gradient_evaluations"].values()))
+        chains = learnt["draws"]
+        stages["correction"] = {k: v for k, v in learnt.items() if k not in ("draws", "affine")}
+
+    ok, message = _verdict(stages, chains is not None, flagged)
+    draws = chains.reshape(-1, dim) if chains is not None else np.asarray(stage.particles)
+    grads["total"] = int(sum(grads.values()))
+    seconds["total"] = time.perf_counter() - t_start
+    if not ok:
+        warnings.warn(f"steinax.sample: {message}", ConvergenceWarning, stacklevel=2)
+    return SampleResult(draws=draws, samples=tgt.postprocess(jnp.asarray(draws)), chains=chains,
+                        particles=before_correction, ok=ok, message=message, stages=stages, gradient_evaluations=grads, seconds=seconds,
+                        stage_draws=stage_draws, labels=getattr(tgt, "labels", None))
+
+
+def _verdict(stages: dict, corrected: bool, flagged: bool) -> tuple[bool, str]:
+    if corrected:
+        c = stages["correction"]
+        problems = []
+        if c["stopped"] != "converged":
+            problems.append(f"the correction stopped at its budget ({c['steps']} transitions per chain) with split "
+                            f"R-hat {c['rhat']:.3f} and bulk ESS {c['ess_bulk']:.0f} (wanted R-hat <= its `rhat` and "
+                            "ESS >= its `min_ess`); raise HMCCorrection(max_steps=...)")
+        if c["stragglers"]:
+            problems.append(f"chains {c['stragglers']} stayed far below the bulk's log-density (stragglers: a minor "
+                            "mode or a stuck chain)")
+        if c["divergences"]:
+            problems.append(f"{c['divergences']} divergent transitions (the draws may miss a region of high "
+                            "curvature)")
+        if problems:
+            return False, "; ".join(problems)
+        return True, (f"converged: split R-hat {c['rhat']:.3f}, bulk ESS {c['ess_bulk']:.0f} after "
+                      f"{c['steps']} transitions per chain")
+    if flagged:
+        named = stages["checks"].get("stragglers")
+        return False, ("the checks flag the particles" + (f" (stragglers {named})" if named else "")
+                       + "; no correction ran (correction='never'): their moments may be wrong")
+    if "particles" in stages and not stages["particles"]["converged"]:
+        return False, "the particles did not settle; no correction ran"
+    return True, "the particles passed the checks (no correction ran)"

@@ -1,0 +1,97 @@
+"""``steinax.sample`` on the posterior suite, beside NumPyro NUTS run to a bulk ESS of 1000 (issue 49's table).
+
+:func:`sample_rows` runs :func:`steinax.sample` with its defaults on one posterior and scores every stage's answer
+against the reference: the warm start's draws alone, the particles (warm start and particle method, no correction)
+and the corrected draws, each with its cumulative gradient evaluations and wall time (compilation included).
+:func:`nuts_row` runs NumPyro NUTS (4 chains, 1000 warm-up, then blocks of 1000 kept draws until the minimum bulk ESS
+over coordinates reaches 1000) on the same posterior: the wall time a practitioner waits for usable draws, measured,
+not extrapolated. Both run in float64, as real-data posteriors need (the suite's references are float64 runs).
+"""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import numpy as np
+
+__all__ = ["sample_rows", "nuts_row", "STAGES", "scores"]
+
+STAGES = ("warm_start", "particles", "sample")
+"""The rows of one ``steinax.sample`` run: Pathfinder alone, with the particle method, with the correction."""
+
+_SINKHORN_ROWS = 2000
+
+
+def scores(x, reference) -> dict:
+    """Mean errors and sd ratios of all of ``x`` against ``reference`` (float64); the Sinkhorn divergence on at most
+    2000 evenly thinned rows (its cost is quadratic), in float32 as in every other suite row."""
+    from steinax.metrics.posterior import posterior_errors
+
+    x = np.asarray(x, np.float64)
+    with jax.enable_x64(False):  # the suite's Sinkhorn runs in float32, as every other suite row's (OTT's solver
+        out = posterior_errors(x[:: max(1, x.shape[0] // _SINKHORN_ROWS)], reference)  # mixes dtypes in x64 here)
+    err = np.abs(x.mean(0) - reference.mean) / reference.sd
+    ratio = x.std(0, ddof=1) / reference.sd
+    out.update(mean_error_max=float(err.max()), mean_error_median=float(np.median(err)),
+               sd_ratio_median=float(np.median(ratio)), sd_ratio_min=float(ratio.min()))
+    return out
+
+
+def sample_rows(name: str, seed: int, num_particles: int = 100, **kwargs) -> list[dict]:
+    """One :func:`steinax.sample` run on posterior ``name``: a row per stage (:data:`STAGES`), with its cumulative
+    gradient evaluations and seconds, and the run's verdict (``ok``, ``message``) on the last."""
+    import steinax
+    from steinax.posteriors import get
+
+    post = get(name)
+    ref = post.reference()
+    t0 = time.perf_counter()
+    res = steinax.sample(post.target, rng_key=jax.random.key(seed), num_particles=num_particles, progress=False,
+                         **kwargs)
+    wall = time.perf_counter() - t0
+    g, s = res.gradient_evaluations, res.seconds
+    base = {"posterior": name, "d": post.dim, "seed": seed, "n": num_particles}
+    rows = []
+    for stage in STAGES:
+        if stage == "sample":
+            x, grads, secs = res.draws, g["total"], wall
+            extra = {"ok": res.ok, "message": res.message, "correction_steps": res.stages.get("correction", {}).get("steps"),
+                     "rhat": res.stages.get("correction", {}).get("rhat"),
+                     "ess_bulk": res.stages.get("correction", {}).get("ess_bulk")}
+        elif stage in res.stage_draws:
+            upto = STAGES[: STAGES.index(stage) + 1]
+            x = res.stage_draws[stage]
+            grads, secs = sum(g.get(k, 0) for k in upto), sum(s.get(k, 0.0) for k in upto)
+            extra = {}
+        else:
+            continue
+        rows.append({**base, "method": f"sample:{stage}", "gradient_evaluations": int(grads), "wall_s": round(secs, 2),
+                     **scores(x, ref), **extra})
+    return rows
+
+
+def nuts_row(name: str, seed: int, min_ess: float = 1000.0, warmup: int = 1000, block: int = 1000) -> dict:
+    """NumPyro NUTS, 4 chains from the model's initialiser, ``warmup`` warm-up draws, then blocks of ``block`` kept
+    draws per chain until the minimum bulk ESS reaches ``min_ess`` (:func:`steinax.baselines.mcmc.nuts`): its wall
+    time (compilation included), gradient evaluations, divergences, R-hat and errors."""
+    from numpyro.diagnostics import split_gelman_rubin
+
+    from steinax.baselines.mcmc import nuts
+    from steinax.posteriors import get
+
+    post = get(name)
+    ref = post.reference()
+    key_init, key_run = jax.random.split(jax.random.key(seed))
+    t0 = time.perf_counter()
+    init = getattr(post.target, "init_particles", None)
+    x0 = init(key_init, 4) if init is not None else post.init(key_init, 4)
+    draws, info = nuts(post.target, x0, num_warmup=warmup, num_samples=block,
+                       rng_key=key_run, return_info=True, min_ess=min_ess)
+    draws = np.asarray(draws, np.float64)
+    wall = time.perf_counter() - t0
+    return {"posterior": name, "d": post.dim, "seed": seed, "n": 4, "method": "nuts",
+            "gradient_evaluations": int(np.sum(np.asarray(info["num_steps"]))), "wall_s": round(wall, 2),
+            **scores(draws.reshape(-1, post.dim), ref), "ess_bulk": info["min_ess_bulk"],
+            "rhat": float(np.max(split_gelman_rubin(draws))), "divergences": int(np.sum(np.asarray(info["diverging"]))),
+            "draws_per_chain": int(draws.shape[1])}
