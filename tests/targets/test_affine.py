@@ -55,3 +55,25 @@ def test_bad_maps_are_refused():
         AffineMap(shift=jnp.zeros(2), matrix=jnp.eye(3))
     with pytest.raises(ValueError, match="maps 2 coordinates; the target has 3"):
         AffineTarget(Gaussian(jnp.zeros(3), jnp.eye(3)), AffineMap(shift=jnp.zeros(2), matrix=jnp.eye(2)))
+
+
+def test_compose_and_refit_are_maps_of_maps():
+    import numpy as np
+
+    from steinax.targets import AffineMap
+
+    with jax.enable_x64(True):
+        rng = np.random.default_rng(0)
+        outer = AffineMap.from_moments(jnp.array([1.0, -2.0, 3.0]), jnp.array([[4.0, 1.0, 0.0], [1.0, 2.0, 0.3], [0.0, 0.3, 1.0]]))
+        inner = AffineMap.from_moments(jnp.array([0.5, 0.0, -1.0]), jnp.array([[1.0, 0.2, 0.1], [0.2, 3.0, 0.0], [0.1, 0.0, 0.5]]))
+        z = jnp.asarray(rng.standard_normal((5, 3)))
+        np.testing.assert_allclose(outer.compose(inner).forward(z), outer.forward(inner.forward(z)), rtol=1e-13)
+        # refit: the particles' own moments, shrunk toward the map's with weight d / (n + d)
+        x = jnp.asarray(rng.standard_normal((40, 3)) @ np.diag([10.0, 0.1, 1.0]) + 7.0)
+        refit = outer.refit(x)
+        z = np.asarray(outer.inverse(x))
+        w = 3 / 43
+        want_cov_z = (1 - w) * np.cov(z.T) + w * np.eye(3)
+        L = np.asarray(outer.matrix)
+        np.testing.assert_allclose(np.asarray(refit.matrix @ refit.matrix.T), L @ want_cov_z @ L.T, rtol=1e-10)
+        np.testing.assert_allclose(refit.shift, np.mean(np.asarray(x), 0), rtol=1e-12)

@@ -3,6 +3,7 @@ whitened coordinates, the checks and a correction (the stage protocol: :mod:`ste
 
 * :mod:`steinax.pipeline.warm_start`: Pathfinder (BlackJAX) from the target's own starting points: particles in the
   typical set and an affine map for the next stages;
+* :mod:`steinax.pipeline.laplace`: MAP by L-BFGS and the Laplace normal there, Pathfinder where it does not exist;
 * :mod:`steinax.pipeline.whitened`: a particle method on the target in the coordinates that map whitens;
 * :mod:`steinax.pipeline.stragglers`: particles far below the bulk's log-density, named;
 * :mod:`steinax.pipeline.correction`: each particle continues as a ChEES-HMC chain, exact in the limit;
@@ -10,10 +11,11 @@ whitened coordinates, the checks and a correction (the stage protocol: :mod:`ste
 """
 
 from steinax.pipeline.correction import HMCCorrection
+from steinax.pipeline.laplace import LaplaceStart
 from steinax.pipeline.sample import SampleResult, sample
 from steinax.pipeline.stragglers import find_stragglers, straggler_threshold
 from steinax.pipeline.warm_start import PathfinderStart
 from steinax.pipeline.whitened import WhitenedParticles
 
-__all__ = ["PathfinderStart", "WhitenedParticles", "HMCCorrection", "find_stragglers", "straggler_threshold", "sample",
+__all__ = ["LaplaceStart", "PathfinderStart", "WhitenedParticles", "HMCCorrection", "find_stragglers", "straggler_threshold", "sample",
            "SampleResult"]

@@ -2,8 +2,10 @@
 
 The stages (each also callable alone, :mod:`steinax.pipeline`):
 
-1. **warm start** (:class:`~steinax.pipeline.PathfinderStart`): Pathfinder from the target's own starting points
-   (``target.init_particles``, else ``N(0, I)``): particles in the typical set and an affine map;
+1. **warm start** (:class:`~steinax.pipeline.LaplaceStart`): L-BFGS to the MAP from the target's own starting points
+   (``target.init_particles``, else ``N(0, I)``) and the Laplace normal there, or Pathfinder
+   (:class:`~steinax.pipeline.PathfinderStart`) where that normal does not exist: particles in the typical set and an
+   affine map;
 2. **particles** (:class:`~steinax.pipeline.WhitenedParticles`): a particle method (default SVGD) until settled,
    in the coordinates that map whitens;
 3. **checks**: the particles' log-densities against the bulk's (:func:`~steinax.pipeline.find_stragglers`) and,
@@ -35,10 +37,10 @@ import numpy as np
 
 from steinax.particles.loop.options import RunOptions
 from steinax.particles.loop.settle import ConvergenceWarning
-from steinax.particles.loop.stages import Staged
+from steinax.particles.loop.stages import AbstractStage, Staged
 from steinax.pipeline.correction import HMCCorrection
+from steinax.pipeline.laplace import LaplaceStart
 from steinax.pipeline.stragglers import find_stragglers
-from steinax.pipeline.warm_start import PathfinderStart
 from steinax.pipeline.whitened import WhitenedParticles
 from steinax.targets.base import as_target
 
@@ -60,8 +62,9 @@ class SampleResult(eqx.Module):
         message: what the checks said, in a sentence.
         stages: per stage, what it found (Pathfinder's ELBOs, the particle run's steps and verdict, the checks'
             flags, the correction's step size, R-hat, ESS, divergences, stragglers).
-        gradient_evaluations: per stage (``"warm_start"`` counts L-BFGS iterations; its ELBO estimates' log-density
-            evaluations are in ``stages``), and ``"total"``.
+        gradient_evaluations: per stage (``"warm_start"`` counts L-BFGS iterations, not their line searches' extra
+            evaluations, and the Hessian as ``d``; Pathfinder's ELBO estimates' log-density evaluations are in
+            ``stages``), and ``"total"``.
         seconds: wall time per stage, compilation included, and ``"total"``.
         stage_draws: each stage's particles as it handed them on (``"warm_start"``: Pathfinder's draws,
             ``"particles"``: the particle method's), ``[n, d]``: what each stage contributes, measurable.
@@ -117,6 +120,15 @@ def _initial(target, rng_key, n: int, init):
     return jax.random.normal(rng_key, (n, dim), jnp.result_type(float))
 
 
+def _warm_stage(warm_start) -> AbstractStage:
+    if warm_start is True:
+        return LaplaceStart()
+    if isinstance(warm_start, AbstractStage) and warm_start.name == "warm_start":
+        return warm_start
+    raise TypeError(f"`warm_start` must be True, False or a warm-start stage (LaplaceStart, PathfinderStart); "
+                    f"received {warm_start!r}")
+
+
 def _check_arguments(num_particles, correction):
     if isinstance(num_particles, bool) or not isinstance(num_particles, (int, np.integer)) or num_particles < 2:
         raise ValueError(f"`num_particles` must be an integer >= 2; received {num_particles!r}")
@@ -125,7 +137,7 @@ def _check_arguments(num_particles, correction):
 
 
 def sample(target, *, rng_key: jax.Array, num_particles: int = 100, init=None, method=None,
-           warm_start: PathfinderStart | bool = True, particles: bool = True, correction: str = "always",
+           warm_start: AbstractStage | bool = True, particles: bool = True, correction: str = "always",
            corrector: HMCCorrection | None = None, progress: bool | str = "auto") -> SampleResult:
     """Draws from ``target``: warm start, particles, checks, correction (module docstring).
 
@@ -136,7 +148,8 @@ def sample(target, *, rng_key: jax.Array, num_particles: int = 100, init=None, m
         num_particles: particles (and, after a correction, chains).
         init: ``[n, d]`` starting points (default ``target.init_particles``, else ``N(0, I)``).
         method: the particle method (default ``steinax.svgd()``).
-        warm_start: ``True`` (Pathfinder with its defaults), a :class:`PathfinderStart`, or ``False``.
+        warm_start: ``True`` (:class:`LaplaceStart`: MAP and Laplace, Pathfinder where the MAP's normal does not
+            exist), a warm-start stage (``LaplaceStart(...)``, ``PathfinderStart(...)``), or ``False``.
         particles: run the particle stage (``False``: the correction starts from the warm start's draws).
         correction: ``"always"`` (default), ``"auto"`` (when the checks flag the particles or name a straggler),
             or ``"never"``.
@@ -163,13 +176,13 @@ def sample(target, *, rng_key: jax.Array, num_particles: int = 100, init=None, m
     dim = int(stage.particles.shape[1])
     seconds, grads, stages, stage_draws = {}, {}, {}, {}
 
-    if warm_start:
+    if warm_start is not False:
         t0 = time.perf_counter()
-        stage = (warm_start if isinstance(warm_start, PathfinderStart) else PathfinderStart())(tgt, stage, key_warm)
+        stage = _warm_stage(warm_start)(tgt, stage, key_warm)
         seconds["warm_start"] = time.perf_counter() - t0
         learnt = stage.learnt["warm_start"]
-        grads["warm_start"] = int(sum(learnt["lbfgs_iterations"]))
-        stages["warm_start"] = {k: learnt[k] for k in ("elbo", "elbos", "lbfgs_iterations", "elbo_evaluations")}
+        grads["warm_start"] = int(sum(learnt["lbfgs_iterations"])) + int(learnt.get("hessian_evaluations", 0))
+        stages["warm_start"] = {k: v for k, v in learnt.items() if k not in ("affine", "map")}
         stage_draws["warm_start"] = np.asarray(stage.particles)
 
     if particles:

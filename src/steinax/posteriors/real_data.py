@@ -200,8 +200,9 @@ def faithful_mixture(waiting):
     numpyro.factor("mu_prior", jnp.sum(dist.Normal(70.0, 20.0).log_prob(mu)))
     s = numpyro.sample("s", dist.HalfNormal(20.0).expand([2]).to_event(1))
     w = numpyro.sample("w", dist.Beta(2.0, 2.0))
-    mix = dist.MixtureSameFamily(dist.Categorical(probs=jnp.stack([w, 1.0 - w])), dist.Normal(mu, s))
-    numpyro.sample("waiting", mix.expand([waiting.shape[0]]).to_event(1), obs=waiting)
+    log_w = jnp.log(jnp.stack([w, 1.0 - w]))[None, :]
+    comp = dist.Normal(mu[None, :], s[None, :]).log_prob(waiting[:, None])  # [n, 2], broadcast written out
+    numpyro.factor("waiting", jnp.sum(jax.scipy.special.logsumexp(log_w + comp, axis=1)))
 
 
 def _faithful():
