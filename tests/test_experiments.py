@@ -63,6 +63,11 @@ TINY = {
     "posteriors/make_references.py": ["--posteriors", "eight_schools_centered", "--chains", "2",
                                       "--warmup", "50", "--samples", "50"],
     "posteriors/diagnostic_calibration.py": ["--posteriors", "banana", "--subsets", "5"],
+    "posteriors/sample_suite.py": ["--posteriors", "banana", "--seeds", "1", "--nuts-seeds", "1", "--in-process",
+                                   "--nuts-min-ess", "50", "--nuts-warmup", "100"],
+    "posteriors/new_users.py": ["--models", "hills_tfp", "--seeds", "1", "--reference-samples", "200",
+                                "--nuts-min-ess", "50"],
+    "posteriors/straggler_calibration.py": ["--posteriors", "banana", "lake_huron_trend", "--subsets", "5"],
     "posteriors/held_out.py": ["--models", "beta_binomial_pareto", "--methods", "svgd", "--particles", "20",
                                "--max-steps", "500", "--nuts-warmup", "50", "--nuts-samples", "50"],
 }

@@ -98,3 +98,14 @@ def test_nuts_float32_start_inside_enable_x64():
     with jax.enable_x64(True):
         draws = mcmc.nuts(_logp, x0, num_warmup=20, num_samples=20, rng_key=jax.random.key(0))
         assert draws.dtype == jnp.float64
+
+
+def test_nuts_continues_its_chains_until_the_bulk_ess_is_reached():
+    from steinax.baselines.mcmc import nuts
+
+    logp = lambda x: -0.5 * jnp.sum(x**2)  # noqa: E731
+    draws, info = nuts(logp, jnp.zeros((2, 2)), num_warmup=100, num_samples=100, rng_key=jax.random.key(0),
+                       return_info=True, min_ess=600)
+    # 200 draws of N(0, I) carry an ESS of about 200-300: the chains must continue past their first block
+    assert draws.shape[1] > 100 and draws.shape[1] % 100 == 0 and info["min_ess_bulk"] >= 600
+    assert info["num_steps"].shape == draws.shape[:2]

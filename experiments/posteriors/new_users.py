@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner, write_csv_atomically  # noqa: E402
+from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
 
 
 def _frame(package, item):
@@ -87,12 +87,13 @@ def hills_tfp():
     tfd = tfp.distributions
     f = _frame("MASS", "hills")
     dist_, climb = f["dist"].to_numpy(np.float64), f["climb"].to_numpy(np.float64)
+    c = np.float64  # TFP makes Python floats float32: a float64 user writes the constants as float64
     model = tfd.JointDistributionNamed(dict(
-        b0=tfd.Normal(0.0, 50.0),
-        b_dist=tfd.Normal(0.0, 10.0),
-        b_climb=tfd.Normal(0.0, 1.0),
-        sigma=tfd.HalfCauchy(0.0, 5.0),
-        nu=tfd.Gamma(2.0, 0.1),
+        b0=tfd.Normal(c(0.0), c(50.0)),
+        b_dist=tfd.Normal(c(0.0), c(10.0)),
+        b_climb=tfd.Normal(c(0.0), c(1.0)),
+        sigma=tfd.HalfCauchy(c(0.0), c(5.0)),
+        nu=tfd.Gamma(c(2.0), c(0.1)),
         time=lambda b0, b_dist, b_climb, sigma, nu: tfd.Independent(
             tfd.StudentT(nu, b0 + b_dist * dist_ + b_climb * climb, sigma), 1)))
     from steinax.targets import from_tfp
@@ -113,6 +114,8 @@ def main(argv=None):
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--out", default=".")
+    p.add_argument("--reference-samples", type=int, default=5000, help="NUTS reference draws per chain")
+    p.add_argument("--nuts-min-ess", type=float, default=1000.0)
     a = p.parse_args(argv)
     banner("new users' models (held out): steinax.sample's defaults against NumPyro NUTS (float64)",
            {"models": a.models, "seeds": a.seeds, "reference": "NumPyro NUTS 4 x 5000 after 2000 warm-up",
@@ -124,7 +127,7 @@ def main(argv=None):
         for name in a.models:
             target = MODELS[name]()
             draws, info = nuts(target, target.init_particles(jax.random.key(100), 4), num_warmup=2000,
-                               num_samples=5000, rng_key=jax.random.key(101), return_info=True,
+                               num_samples=a.reference_samples, rng_key=jax.random.key(101), return_info=True,
                                target_accept_prob=0.95)
             draws = np.asarray(draws, np.float64)
             flat = draws.reshape(-1, target.dim)
@@ -150,7 +153,7 @@ def main(argv=None):
                       flush=True)
             t0 = time.perf_counter()
             d2, i2 = nuts(target, target.init_particles(jax.random.key(0), 4), num_warmup=1000, num_samples=1000,
-                          rng_key=jax.random.key(1), return_info=True, min_ess=1000)
+                          rng_key=jax.random.key(1), return_info=True, min_ess=a.nuts_min_ess)
             wall = time.perf_counter() - t0
             row = {"model": name, "d": target.dim, "seed": 0, "sampler": "NumPyro NUTS to ESS 1000",
                    "gradient_evaluations": int(np.sum(np.asarray(i2["num_steps"]))), "wall_s": round(wall, 1),
@@ -159,8 +162,21 @@ def main(argv=None):
             rows.append(row)
             print(f"  NUTS to ESS 1000: err {row['mean_error_max']:.3f} sd, sd ratio {row['sd_ratio_median']:.3f}; "
                   f"{row['gradient_evaluations']} grads, {wall:.1f} s", flush=True)
-    os.makedirs(a.out, exist_ok=True)
-    write_csv_atomically(os.path.join(a.out, "new_users.csv"), rows)
+            os.makedirs(a.out, exist_ok=True)  # after every model: a later model's failure keeps the rows so far
+            write_csv_atomically(os.path.join(a.out, "new_users.csv"), rows)
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6, 3))
+    for k, name in enumerate(a.models):
+        mine = [r["mean_error_max"] for r in rows if r["model"] == name and r["sampler"] == "steinax.sample"]
+        nuts_err = [r["mean_error_max"] for r in rows if r["model"] == name and r["sampler"] != "steinax.sample"]
+        ax.plot([k] * len(mine), mine, "o", color="C0", label="steinax.sample" if k == 0 else None)
+        ax.plot([k] * len(nuts_err), nuts_err, "s", color="C1", label="NUTS to ESS 1000" if k == 0 else None)
+    ax.set_xticks(range(len(a.models)), a.models)
+    ax.set_yscale("log")
+    ax.axhline(0.2, color="k", lw=0.5)
+    ax.set_ylabel("worst |mean error| (reference sds)")
+    ax.legend(fontsize=7)
+    save_figure(fig, os.path.join(a.out, "new_users.png"))
     return 0
 
 

@@ -28,7 +28,7 @@ from steinax.posteriors import NAMES, get
 from steinax.posteriors.sampling import nuts_row, sample_rows
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner  # noqa: E402
+from _common import banner, pyplot, save_figure  # noqa: E402
 
 FIELDS = ("posterior", "d", "method", "seed", "n", "gradient_evaluations", "wall_s", "mean_error_max",
           "mean_error_median", "sd_ratio_median", "sd_ratio_min", "sinkhorn", "ok", "message", "correction_steps",
@@ -42,6 +42,8 @@ def main(argv=None):
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--nuts-seeds", type=int, default=None, help="NUTS runs per posterior (default: --seeds)")
     p.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "sample_suite"))
+    p.add_argument("--nuts-min-ess", type=float, default=1000.0, help="NUTS runs until this minimum bulk ESS")
+    p.add_argument("--nuts-warmup", type=int, default=1000)
     p.add_argument("--only-seed", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--in-process", action="store_true",
                    help="run every job in this process (default: each (posterior, seed) in a fresh one)")
@@ -51,7 +53,8 @@ def main(argv=None):
     nuts_seeds = a.seeds if a.nuts_seeds is None else a.nuts_seeds
     banner("steinax.sample on the posterior suite, beside NumPyro NUTS (float64)",
            {"posteriors": len(a.posteriors), "seeds": a.seeds, "NUTS seeds": nuts_seeds, "particles": 100,
-            "NUTS": "4 chains, 1000 warm-up, 1000-draw blocks to min bulk ESS 1000", "out": a.out,
+            "NUTS": f"4 chains, {a.nuts_warmup} warm-up, 1000-draw blocks to min bulk ESS {a.nuts_min_ess:g}",
+            "out": a.out,
             "devices": jax.devices()})
     done = {tuple(r[k] for k in KEY) for r in read_rows(path)}
     for name in a.posteriors:
@@ -63,26 +66,55 @@ def main(argv=None):
                 # and XLA's compiled code does not pile up (one process of many runs ran out of memory maps)
                 subprocess.run([sys.executable, os.path.abspath(__file__), "--in-process", "--posteriors", name,
                                 "--seeds", str(a.seeds), "--nuts-seeds", str(nuts_seeds), "--only-seed", str(seed),
+                                "--nuts-min-ess", str(a.nuts_min_ess), "--nuts-warmup", str(a.nuts_warmup),
                                 "--out", a.out], check=False)
                 continue
             if a.only_seed is not None and seed != a.only_seed:
                 continue
-            run_seed(name, seed, methods, done, path)
+            run_seed(name, seed, methods, done, path, a.nuts_min_ess, a.nuts_warmup)
     if a.only_seed is not None:
         return 0
     rows = read_rows(path)
     atomic_write_text(os.path.join(a.out, "summary.md"), summary(rows))
+    figure(rows, os.path.join(a.out, "sample_suite.png"))
     print(summary(rows))
     return 0
 
 
-def run_seed(name: str, seed: int, methods, done, path) -> None:
+def figure(rows, path: str) -> None:
+    """Worst |mean error| (left) and wall seconds (right) per posterior: each stage of steinax.sample and NUTS,
+    mean over seeds."""
+    plt = pyplot()
+    names = list(dict.fromkeys(r["posterior"] for r in rows))
+    methods = ["sample:warm_start", "sample:particles", "sample:sample", "nuts"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 0.35 * len(names) + 1.8), sharey=True)
+    y = np.arange(len(names))
+    for k, m in enumerate(methods):
+        err = [np.mean([float(r["mean_error_max"]) for r in rows if r["posterior"] == n and r["method"] == m] or [np.nan])
+               for n in names]
+        ax1.barh(y + 0.2 * k - 0.3, err, height=0.2, label=m)
+        if m in ("sample:sample", "nuts"):
+            wall = [np.median([float(r["wall_s"]) for r in rows if r["posterior"] == n and r["method"] == m] or [np.nan])
+                    for n in names]
+            ax2.barh(y + (0.2 if m == "nuts" else -0.2), wall, height=0.4, label=m)
+    ax1.set_xscale("log")
+    ax1.axvline(0.2, color="k", lw=0.5)
+    ax1.set_yticks(y, names)
+    ax1.set_xlabel("worst |mean error| (reference sds)")
+    ax2.set_xlabel("wall seconds (compilation included)")
+    ax1.legend(fontsize=7)
+    ax2.legend(fontsize=7)
+    save_figure(fig, path)
+
+
+def run_seed(name: str, seed: int, methods, done, path, nuts_min_ess: float = 1000.0, nuts_warmup: int = 1000) -> None:
     """``steinax.sample`` and NUTS on ``name`` with ``seed`` (those of ``methods`` not ``done``), rows appended."""
     for method in methods:
         if (name, method, str(seed)) in done:
             continue
         with jax.enable_x64(True):  # scoped: the caller's precision is left as it was
-            rows = sample_rows(name, seed) if method == "sample:sample" else [nuts_row(name, seed)]
+            rows = (sample_rows(name, seed) if method == "sample:sample"
+                    else [nuts_row(name, seed, min_ess=nuts_min_ess, warmup=nuts_warmup)])
         for row in rows:
             append_row(path, row, FIELDS, KEY)
             print(f"{name:26s} {row['method']:20s} seed {seed}: err {row['mean_error_max']:.3f} sd, sd ratio "

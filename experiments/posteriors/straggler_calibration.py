@@ -1,6 +1,6 @@
 """False alarms of the straggler check on exact-draw subsets of every suite posterior (issue 49).
 
-    python experiments/posteriors/straggler_calibration.py [--subsets 200] [--size 100]
+    python experiments/posteriors/straggler_calibration.py [--subsets 200] [--size 100] [--out DIR]
 
 For each posterior: ``--subsets`` random subsets of ``--size`` of its reference draws (NUTS draws thinned from
 20000, or exact draws), each given to :func:`steinax.pipeline.find_stragglers` with the posterior's log-density; a
@@ -20,7 +20,7 @@ from steinax.pipeline.stragglers import find_stragglers, straggler_threshold
 from steinax.posteriors import NAMES, get
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner  # noqa: E402
+from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
 
 
 def main(argv=None):
@@ -28,10 +28,11 @@ def main(argv=None):
     p.add_argument("--posteriors", nargs="+", default=list(NAMES), choices=list(NAMES))
     p.add_argument("--subsets", type=int, default=200)
     p.add_argument("--size", type=int, default=100)
+    p.add_argument("--out", default=".")
     a = p.parse_args(argv)
     banner("straggler check: false alarms on exact-draw subsets", {"subsets": a.subsets, "size": a.size,
                                                                   "level": "1e-6 (the default)"})
-    worst = 0
+    worst, rows = 0, []
     with jax.enable_x64(True):
         for name in a.posteriors:
             post = get(name)
@@ -44,9 +45,23 @@ def main(argv=None):
                 alarms += find_stragglers(sub, post.dim).size > 0
                 plain += bool(np.any(sub < np.median(sub) - straggler_threshold(post.dim)))
             worst = max(worst, alarms)
+            rows.append({"posterior": name, "d": post.dim, "subsets": a.subsets, "size": a.size, "false_alarms": alarms,
+                         "plain_threshold_alarms": plain})
             print(f"{name:28s} d={post.dim:4d} false alarms {alarms:3d}/{a.subsets} (plain Gaussian threshold: "
                   f"{plain}/{a.subsets})", flush=True)
     print(f"worst: {worst}/{a.subsets} (bound {a.subsets // 20})")
+    os.makedirs(a.out, exist_ok=True)
+    write_csv_atomically(os.path.join(a.out, "straggler_calibration.csv"), rows)
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 0.3 * len(rows) + 1.5))
+    y = np.arange(len(rows))
+    ax.barh(y - 0.2, [r["false_alarms"] for r in rows], height=0.4, label="find_stragglers")
+    ax.barh(y + 0.2, [r["plain_threshold_alarms"] for r in rows], height=0.4, label="Gaussian threshold only")
+    ax.axvline(a.subsets / 20, color="k", lw=0.5)
+    ax.set_yticks(y, [r["posterior"] for r in rows])
+    ax.set_xlabel(f"subsets with a particle named (of {a.subsets})")
+    ax.legend(fontsize=7)
+    save_figure(fig, os.path.join(a.out, "straggler_calibration.png"))
     return 0 if worst <= a.subsets // 20 else 1
 
 
