@@ -100,6 +100,7 @@ def test_nuts_float32_start_inside_enable_x64():
         assert draws.dtype == jnp.float64
 
 
+@pytest.mark.slow  # several NUTS compilations (about 12 s): CI's slow pass
 def test_nuts_continues_its_chains_until_the_bulk_ess_is_reached():
     from steinax.baselines.mcmc import nuts
 

@@ -92,11 +92,11 @@ def figure(rows, path: str) -> None:
     for k, m in enumerate(methods):
         err = [np.mean([float(r["mean_error_max"]) for r in rows if r["posterior"] == n and r["method"] == m] or [np.nan])
                for n in names]
-        ax1.barh(y + 0.2 * k - 0.3, err, height=0.2, label=m)
+        ax1.barh(y + 0.2 * k - 0.3, err, height=0.2, label=m, color=f"C{k}")
         if m in ("sample:sample", "nuts"):
             wall = [np.median([float(r["wall_s"]) for r in rows if r["posterior"] == n and r["method"] == m] or [np.nan])
                     for n in names]
-            ax2.barh(y + (0.2 if m == "nuts" else -0.2), wall, height=0.4, label=m)
+            ax2.barh(y + (0.2 if m == "nuts" else -0.2), wall, height=0.4, label=m, color=f"C{k}")
     ax1.set_xscale("log")
     ax1.axvline(0.2, color="k", lw=0.5)
     ax1.set_yticks(y, names)
@@ -104,6 +104,7 @@ def figure(rows, path: str) -> None:
     ax2.set_xlabel("wall seconds (compilation included)")
     ax1.legend(fontsize=7)
     ax2.legend(fontsize=7)
+    fig.subplots_adjust(left=0.2, wspace=0.08)
     save_figure(fig, path)
 
 

@@ -4,6 +4,7 @@ has no maximum (a funnel's neck), saying so."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from steinax.pipeline import LaplaceStart
 from steinax.targets import Gaussian
@@ -26,6 +27,7 @@ def test_the_laplace_normal_of_a_gaussian_is_the_gaussian():
         assert out.particles.shape == (50, 3)
 
 
+@pytest.mark.slow  # Pathfinder's compilation (about 20 s): CI's slow pass
 def test_a_density_without_a_maximum_falls_back_to_pathfinder():
     def neck(x):  # y_j ~ N(theta_j, 1), theta_j ~ N(0, exp(tau)), tau flat: unbounded as tau -> -inf at theta = 0
         tau, theta = x[0], x[1:]
