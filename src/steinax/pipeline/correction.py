@@ -95,7 +95,12 @@ class HMCCorrection(AbstractStage):
     affine_from: tuple = ("particles", "warm_start")
 
     def apply(self, target, start: Staged, rng_key) -> Staged:
-        from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
+        try:
+            import blackjax  # noqa: F401
+            from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
+        except ImportError as exc:
+            raise ImportError("the correction stage (HMCCorrection, steinax.sample's default) needs BlackJAX and "
+                              "NumPyro: pip install 'steinax[sample]'") from exc
 
         for field in ("warmup", "round_steps", "max_steps"):
             value = getattr(self, field)

@@ -56,12 +56,12 @@ def _lbfgs(tgt, x0, maxiter: int, gtol: float):
             count = optax.tree_utils.tree_get(state, "count")
             grad = optax.tree_utils.tree_get(state, "grad")
             value = optax.tree_utils.tree_get(state, "value")
-            small = optax.tree_utils.tree_l2_norm(grad) <= gtol * jnp.maximum(1.0, jnp.abs(value))
+            small = optax.tree_utils.tree_norm(grad) <= gtol * jnp.maximum(1.0, jnp.abs(value))
             return (count == 0) | ((count < maxiter) & ~small & jnp.isfinite(value))
 
         x, state = jax.lax.while_loop(going, step, (x, opt.init(x)))
         grad = optax.tree_utils.tree_get(state, "grad")
-        return x, -f(x), optax.tree_utils.tree_get(state, "count"), optax.tree_utils.tree_l2_norm(grad)
+        return x, -f(x), optax.tree_utils.tree_get(state, "count"), optax.tree_utils.tree_norm(grad)
 
     return jax.vmap(one)(x0)
 
