@@ -134,19 +134,6 @@ class AffineTarget(AbstractTarget):
             raise ValueError(f"`affine` maps {affine.dim} coordinates; the target has {dim}")
         self.affine = affine
 
-    def refit(self, particles) -> "AffineMap":
-        """This map composed with the particles' own mean and covariance in its coordinates, the covariance shrunk
-        toward this map's (the identity there) with weight ``d / (n + d)``: ``n`` particles see at most ``n - 1``
-        directions, and a direction they do not see keeps the scale this map gave it instead of a ridge's.
-
-        Equivariant: particles and map reparameterised by ``x = A y + b`` give the reparameterised refit (the
-        sample covariance and the identity both rotate with the coordinates)."""
-        z = self.inverse(jnp.asarray(particles))
-        n, d = z.shape
-        weight = d / (n + d)
-        cov = (1.0 - weight) * jnp.atleast_2d(jnp.cov(z.T)) + weight * jnp.eye(d, dtype=z.dtype)
-        return self.compose(AffineMap.from_moments(jnp.mean(z, axis=0), cov))
-
     @property
     def dim(self) -> int:
         return self.affine.dim
