@@ -61,6 +61,7 @@ def test_whitened_particles_alone_use_the_particles_own_moments():
     assert np.max(np.abs(np.mean(out.particles, 0) - MEAN) / sd) < 0.1
 
 
+@pytest.mark.slow  # Pathfinder's compilation (about 12 s): CI's slow pass
 def test_pathfinder_names_a_target_it_cannot_start_on():
     with pytest.raises(FloatingPointError, match="no finite ELBO"):
         PathfinderStart(paths=2, maxiter=5)(lambda x: jnp.sum(x) * jnp.inf, X0, jax.random.key(0))
