@@ -58,3 +58,12 @@ def test_a_chain_stuck_in_a_minor_mode_is_named():
         x0 = jax.random.normal(jax.random.key(3), (60, 2), jnp.float64).at[5].set(jnp.array([30.0, 30.0]))
         out = HMCCorrection(max_steps=200)(mix, x0, jax.random.key(4))
         assert 5 in out.learnt["correction"]["stragglers"]
+
+
+def test_a_start_where_the_log_density_is_not_finite_is_named():
+    import pytest
+
+    logp = lambda x: jnp.where(x[0] > 3.0, jnp.nan, -0.5 * jnp.sum(x**2))  # noqa: E731
+    x0 = jax.random.normal(jax.random.key(5), (20, 2)).at[4].set(jnp.array([5.0, 0.0]))
+    with pytest.raises(FloatingPointError, match=r"not finite at particles \[4\]"):
+        HMCCorrection(warmup=30, max_steps=20, round_steps=20)(logp, x0, jax.random.key(6))

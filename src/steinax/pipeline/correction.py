@@ -110,6 +110,11 @@ class HMCCorrection(AbstractStage):
         affine = _whitening(start, self.affine_from)
         z = affine.inverse(jnp.asarray(start.particles))
         chains, d = z.shape
+        bad = np.flatnonzero(~np.isfinite(np.asarray(jax.vmap(AffineTarget(tgt, affine).logdensity)(z))))
+        if bad.size:  # a chain started there would never move (every proposal's ratio is NaN), silently
+            raise FloatingPointError(f"the correction's start: the log-density is not finite at particles "
+                                     f"{bad[:10].tolist()}{' ...' if bad.size > 10 else ''} ({bad.size} of {chains}); "
+                                     "check the target there, or start the correction elsewhere")
         key_warm, key_run = jax.random.split(rng_key)
 
         t0 = time.perf_counter()
