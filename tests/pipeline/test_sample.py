@@ -44,6 +44,12 @@ def test_every_stage_is_accounted_for(result):
     assert g["total"] == sum(v for k, v in g.items() if k != "total") and g["particles"] > 0
     assert set(result.seconds) == {"warm_start", "particles", "checks", "correction", "total"}
     assert result.stages["correction"]["stopped"] == "converged"
+    # the correction's start is recorded with both candidates' KSDs; on a Gaussian the Laplace normal is exact, so
+    # its draws are no worse a start than the particles (either may win by sampling noise), and both are finite
+    checks = result.stages["checks"]
+    assert checks["start"] in ("warm_start", "particles") and set(checks["start_ksd"]) == {"warm_start", "particles"}
+    assert all(np.isfinite(v) for v in checks["start_ksd"].values())
+    assert g["checks"] == 3 * 100  # two candidates' scores and the hand-off's log-densities
 
 
 def test_the_chains_go_to_arviz_as_chains(result):

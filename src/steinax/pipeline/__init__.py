@@ -11,11 +11,12 @@ whitened coordinates, the checks and a correction (the stage protocol: :mod:`ste
 """
 
 from steinax.pipeline.correction import HMCCorrection
+from steinax.pipeline.handoff import choose_start
 from steinax.pipeline.laplace import LaplaceStart
 from steinax.pipeline.sample import SampleResult, sample
 from steinax.pipeline.stragglers import find_stragglers, straggler_threshold
 from steinax.pipeline.warm_start import PathfinderStart
 from steinax.pipeline.whitened import WhitenedParticles
 
-__all__ = ["LaplaceStart", "PathfinderStart", "WhitenedParticles", "HMCCorrection", "find_stragglers", "straggler_threshold", "sample",
+__all__ = ["LaplaceStart", "PathfinderStart", "WhitenedParticles", "HMCCorrection", "find_stragglers", "choose_start", "straggler_threshold", "sample",
            "SampleResult"]

@@ -42,7 +42,7 @@ import numpy as np
 from steinax.particles.loop.stages import AbstractStage, Staged
 from steinax.pipeline.stragglers import find_stragglers
 from steinax.targets.affine import AffineMap, AffineTarget
-from steinax.targets.base import as_target
+from steinax.targets.base import as_target, logdensities
 
 __all__ = ["HMCCorrection"]
 
@@ -110,7 +110,7 @@ class HMCCorrection(AbstractStage):
         affine = _whitening(start, self.affine_from)
         z = affine.inverse(jnp.asarray(start.particles))
         chains, d = z.shape
-        bad = np.flatnonzero(~np.isfinite(np.asarray(jax.vmap(AffineTarget(tgt, affine).logdensity)(z))))
+        bad = np.flatnonzero(~np.isfinite(np.asarray(logdensities(AffineTarget(tgt, affine), z))))
         if bad.size:  # a chain started there would never move (every proposal's ratio is NaN), silently
             raise FloatingPointError(f"the correction's start: the log-density is not finite at particles "
                                      f"{bad[:10].tolist()}{' ...' if bad.size > 10 else ''} ({bad.size} of {chains}); "

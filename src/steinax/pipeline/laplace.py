@@ -28,7 +28,7 @@ import numpy as np
 from steinax.particles.loop.stages import AbstractStage, Staged
 from steinax.pipeline.warm_start import PathfinderStart
 from steinax.targets.affine import AffineMap
-from steinax.targets.base import as_target
+from steinax.targets.base import as_target, hessian_at
 
 __all__ = ["LaplaceStart"]
 
@@ -101,7 +101,7 @@ class LaplaceStart(AbstractStage):
         else:
             best = int(np.argmax(np.where(converged, logd, -np.inf)))
             x_map = xs[best]
-            hess = jax.hessian(tgt.logdensity)(x_map)
+            hess = hessian_at(tgt, x_map)
             try:
                 affine = AffineMap.from_moments(x_map, jnp.linalg.inv(-0.5 * (hess + hess.T)))
             except ValueError:

@@ -8,11 +8,13 @@ The stages (each also callable alone, :mod:`steinax.pipeline`):
    affine map;
 2. **particles** (:class:`~steinax.pipeline.WhitenedParticles`): a particle method (default SVGD) until settled,
    in the coordinates that map whitens;
-3. **checks**: the particles' log-densities against the bulk's (:func:`~steinax.pipeline.find_stragglers`) and,
-   with ``correction="auto"``, :func:`steinax.diagnostics.sample_quality` with ``spread=True`` (collapse and
+3. **checks**: which hand-off the correction starts from, the warm start's draws or the particles, whichever has
+   the smaller KSD in the warm start's whitened coordinates (:func:`~steinax.pipeline.choose_start`); the
+   particles' log-densities against the bulk's (:func:`~steinax.pipeline.find_stragglers`) and, with
+   ``correction="auto"``, :func:`steinax.diagnostics.sample_quality` with ``spread=True`` (collapse and
    missing-mode checks);
-4. **correction** (:class:`~steinax.pipeline.HMCCorrection`): each particle continues as a ChEES-HMC chain with the
-   ensemble's covariance as its metric until the split R-hat across chains and the bulk ESS say the draws are
+4. **correction** (:class:`~steinax.pipeline.HMCCorrection`): each chosen point continues as a ChEES-HMC chain with
+   the ensemble's covariance as its metric until the split R-hat across chains and the bulk ESS say the draws are
    usable: exact in the limit, whatever the particles got wrong.
 
 The result is right, or says it is not: :attr:`SampleResult.ok` is false, with :attr:`SampleResult.message` and a
@@ -39,10 +41,11 @@ from steinax.particles.loop.options import RunOptions
 from steinax.particles.loop.settle import ConvergenceWarning
 from steinax.particles.loop.stages import AbstractStage, Staged
 from steinax.pipeline.correction import HMCCorrection
+from steinax.pipeline.handoff import choose_start
 from steinax.pipeline.laplace import LaplaceStart
 from steinax.pipeline.stragglers import find_stragglers
 from steinax.pipeline.whitened import WhitenedParticles
-from steinax.targets.base import as_target
+from steinax.targets.base import as_target, logdensities
 
 __all__ = ["sample", "SampleResult"]
 
@@ -61,7 +64,7 @@ class SampleResult(eqx.Module):
         ok: whether the answer passed its checks (module docstring); ``message`` says why not.
         message: what the checks said, in a sentence.
         stages: per stage, what it found (Pathfinder's ELBOs, the particle run's steps and verdict, the checks'
-            flags, the correction's step size, R-hat, ESS, divergences, stragglers).
+            flags and the correction's start (``stages["checks"]["start"]``, with both squared KSDs), the correction's step size, R-hat, ESS, divergences, stragglers).
         gradient_evaluations: per stage (``"warm_start"`` counts L-BFGS iterations, not their line searches' extra
             evaluations, and the Hessian as ``d``; Pathfinder's ELBO estimates' log-density evaluations are in
             ``stages``), and ``"total"``.
@@ -189,6 +192,7 @@ def sample(target, *, rng_key: jax.Array, num_particles: int = 100, init=None, m
         stages["warm_start"] = {k: v for k, v in learnt.items() if k not in ("affine", "map")}
         stage_draws["warm_start"] = np.asarray(stage.particles)
 
+    warm = stage
     if particles:
         t0 = time.perf_counter()
         whitened = WhitenedParticles(method if method is not None else svgd(), steps=None,
@@ -202,10 +206,16 @@ def sample(target, *, rng_key: jax.Array, num_particles: int = 100, init=None, m
         stage_draws["particles"] = np.asarray(stage.particles)
 
     t0 = time.perf_counter()
-    logd = np.asarray(jax.vmap(tgt.logdensity)(stage.particles))
+    checks = {}
+    if particles and warm_start is not False:  # the correction's start: the hand-off with the smaller KSD
+        chosen, ksds = choose_start(tgt, {"warm_start": warm.particles, "particles": stage.particles},
+                                    warm.learnt["warm_start"]["affine"])
+        checks.update(start=chosen, start_ksd=ksds)
+        grads["checks"] = 2 * int(num_particles)
+    logd = np.asarray(logdensities(tgt, stage.particles))
     named = find_stragglers(logd, dim).tolist()
-    checks = {"stragglers": named}
-    grads["checks"] = int(logd.size)
+    checks["stragglers"] = named
+    grads["checks"] = grads.get("checks", 0) + int(logd.size)
     flagged = bool(named)
     if correction == "auto" or (correction == "never" and particles):
         from steinax.diagnostics.quality import sample_quality
@@ -221,7 +231,8 @@ def sample(target, *, rng_key: jax.Array, num_particles: int = 100, init=None, m
     chains = None
     if correction == "always" or (correction == "auto" and flagged):
         t0 = time.perf_counter()
-        stage = (corrector or HMCCorrection())(tgt, stage, key_correct)
+        start = warm if checks.get("start") == "warm_start" else stage
+        stage = (corrector or HMCCorrection())(tgt, start, key_correct)
         seconds["correction"] = time.perf_counter() - t0
         learnt = stage.learnt["correction"]
         grads["correction"] = int(sum(learnt["gradient_evaluations"].values()))

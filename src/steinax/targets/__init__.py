@@ -1,7 +1,8 @@
 """Targets: log-densities, minibatch models, toy distributions, and NumPyro, PyMC and TFP models."""
 
 from steinax.targets.affine import AffineMap, AffineTarget
-from steinax.targets.base import AbstractTarget, LogDensityTarget, MinibatchTarget, ScoreTarget, as_target
+from steinax.targets.base import (AbstractTarget, LogDensityTarget, MinibatchTarget, ScoreTarget, as_target, hessian_at,
+                                  logdensities)
 from steinax.targets.model import ModelTarget
 from steinax.targets.toys import DoubleBanana, Gaussian, GaussianMixture, Sine, gmm_1d, gmm_2d, star
 
@@ -11,6 +12,8 @@ __all__ = [
     "ScoreTarget",
     "MinibatchTarget",
     "as_target",
+    "logdensities",
+    "hessian_at",
     "Gaussian",
     "GaussianMixture",
     "gmm_1d",
