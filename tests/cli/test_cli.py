@@ -53,3 +53,22 @@ def test_demo_puts_each_runs_warnings_in_its_row_not_the_log(tmp_path, capsys, r
     for i, line in enumerate(marked):  # every marked row has its reason below the table
         letter = chr(ord("a") + i)
         assert f"({letter})" in line and f"({letter}) {line.split()[0]}, svgd:" in text
+
+
+@pytest.mark.slow  # ~45 s: one steinax.sample run on mtcars (float64) and the toy table
+def test_demo_starts_with_steinax_sample_on_a_real_posterior(capsys):
+    assert main(["demo", "--quick", "--posterior", "mtcars_regression", "--particles", "8", "--steps", "5",
+                 "--methods", "svgd", "--out", ""]) == 0
+    text = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in text.splitlines()
+            if line.split()[:1] and line.split()[0] in ("warm_start", "particles", "sample")}
+    assert set(rows) == {"warm_start", "particles", "sample"}
+    # the answer: within 0.2 reference sds (the goal; ESS >= 400 gives a Monte Carlo sd of a mean <= 0.05)
+    assert float(rows["sample"][3]) < 0.2 and "ok: True" in text
+    assert text.index("steinax.sample") < text.index("double_banana")  # first, then the toys
+
+
+def test_demo_names_an_unknown_posterior_before_running_anything(capsys):
+    assert main(["demo", "--posterior", "mtcars", "--out", ""]) == 2
+    err = capsys.readouterr().err
+    assert "`--posterior` must be 'none' or one of" in err and "mtcars_regression" in err and "'mtcars'" in err
