@@ -18,7 +18,14 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["posterior_errors", "sinkhorn_divergence", "whitened_covariance"]
+__all__ = ["BIAS_THRESHOLD", "cost_to_threshold", "posterior_errors", "reference_moments", "sinkhorn_divergence",
+           "squared_bias", "whitened_covariance"]
+
+BIAS_THRESHOLD = 0.01
+"""The samplers' yardstick (Robnik, Cohn-Gordon & Seljak, MAMS, arXiv 2503.01707, and the MCLMC papers before it):
+a run has converged to a fixed accuracy once the squared bias of its estimate of ``E[x^2]`` stays below 0.01, about
+what an effective sample size of 100 gives (the squared bias of a mean of ``n`` independent draws is ``1 / n`` in these
+units)."""
 
 
 def sinkhorn_divergence(x, y, relative_epsilon: float = 1.0) -> float:
@@ -63,3 +70,62 @@ def posterior_errors(draws, reference) -> dict:
         "sd_ratio_median": float(np.median(ratio)), "sd_ratio_min": float(ratio.min()),
         "sinkhorn": sinkhorn_divergence(z, zr),
     }
+
+
+def reference_moments(reference) -> dict:
+    """The moments the yardstick needs, from ``reference`` (:class:`steinax.posteriors.Reference`), per coordinate:
+    ``E[x]`` and ``Var[x]`` (the reference's mean and sd) and ``E[x^2]`` and ``Var[x^2]`` (from its draws, float64).
+    The draws' own Monte Carlo error in ``E[x^2]`` is a squared bias of about ``1 / ESS_ref``: 5e-5 for the suite's
+    references (ESS 20,000), far below :data:`BIAS_THRESHOLD`."""
+    x = np.asarray(reference.draws, np.float64)
+    mean, sd = np.asarray(reference.mean, np.float64), np.asarray(reference.sd, np.float64)
+    return {"mean": mean, "var": sd**2, "mean2": np.mean(x**2, axis=0), "var2": np.var(x**2, axis=0, ddof=1)}
+
+
+def squared_bias(draws, moments: dict, weights=None) -> dict:
+    """Per-coordinate squared biases of the estimates from ``draws`` ``[n, d]`` (weighted by ``weights`` ``[n]``
+    where given), in the yardstick's units (:data:`BIAS_THRESHOLD`):
+
+    ``b2_x[i] = (E_hat[x_i] - E[x_i])^2 / Var[x_i]`` and ``b2_x2[i] = (E_hat[x_i^2] - E[x_i^2])^2 / Var[x_i^2]``,
+
+    ``moments`` as :func:`reference_moments` returns them. Returns ``{"x": [d], "x2": [d]}``; the papers report the
+    mean over coordinates and the worst (max) coordinate.
+
+    Example:
+        >>> import numpy as np
+        >>> m = {"mean": np.zeros(2), "var": np.ones(2), "mean2": np.ones(2), "var2": 2 * np.ones(2)}
+        >>> b = squared_bias(np.array([[1.0, 1.0], [-1.0, 3.0]]), m)
+        >>> b["x"].tolist(), b["x2"].tolist()  # means (0, 2); second moments (1, 5)
+        ([0.0, 4.0], [0.0, 8.0])
+    """
+    x = np.asarray(draws, np.float64)
+    if x.ndim != 2 or x.shape[1] != np.shape(moments["mean"])[0]:
+        raise ValueError(f"`draws` must be [n, {np.shape(moments['mean'])[0]}]; received shape {x.shape}")
+    w = np.full(x.shape[0], 1.0 / x.shape[0]) if weights is None else np.asarray(weights, np.float64)
+    if w.shape != (x.shape[0],) or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+        raise ValueError(f"`weights` must be [{x.shape[0]}] finite, non-negative, not all zero; received "
+                         f"{np.shape(weights)}")
+    w = w / w.sum()
+    return {"x": (w @ x - moments["mean"]) ** 2 / moments["var"],
+            "x2": (w @ x**2 - moments["mean2"]) ** 2 / moments["var2"]}
+
+
+def cost_to_threshold(costs, values, threshold: float = BIAS_THRESHOLD) -> float:
+    """The cost at which ``values`` (a trace, one per entry of the increasing ``costs``) falls below ``threshold``
+    and stays below it to the end of the trace: the yardstick's "gradient evaluations to a fixed accuracy". ``inf``
+    where the last value is not below it (not reached within the trace).
+
+    Example:
+        >>> cost_to_threshold([10, 20, 30, 40], [0.5, 0.005, 0.02, 0.004])   # dips at 20, stays from 40
+        40.0
+    """
+    c, v = np.asarray(costs, np.float64), np.asarray(values, np.float64)
+    if c.ndim != 1 or c.shape != v.shape or c.size == 0:
+        raise ValueError(f"`costs` and `values` must be 1-D of one length; received shapes {c.shape} and {v.shape}")
+    if np.any(np.diff(c) < 0):
+        raise ValueError("`costs` must be non-decreasing (the cost spent up to each entry of the trace)")
+    above = ~(v < threshold)  # NaN counts as above
+    if above[-1]:
+        return float("inf")
+    last_above = np.flatnonzero(above)
+    return float(c[0] if last_above.size == 0 else c[last_above[-1] + 1])

@@ -1,0 +1,50 @@
+"""The samplers' yardstick (issue 50): squared biases of E[x] and E[x^2] in units of Var[x] and Var[x^2], and the
+cost at which a trace falls below 0.01 and stays there."""
+
+import numpy as np
+import pytest
+
+from steinax.metrics.posterior import BIAS_THRESHOLD, cost_to_threshold, reference_moments, squared_bias
+from steinax.posteriors import Reference
+
+
+def test_squared_bias_is_the_naive_weighted_formula():
+    rng = np.random.default_rng(0)
+    x, w = rng.normal(size=(30, 4)) * [1.0, 10.0, 0.1, 3.0], rng.uniform(size=30)
+    m = {"mean": rng.normal(size=4), "var": rng.uniform(1, 2, 4), "mean2": rng.uniform(1, 2, 4),
+         "var2": rng.uniform(1, 2, 4)}
+    b = squared_bias(x, m, weights=w)
+    for i in range(4):  # coordinate by coordinate, sums written out
+        e1 = sum(w[j] * x[j, i] for j in range(30)) / sum(w)
+        e2 = sum(w[j] * x[j, i] ** 2 for j in range(30)) / sum(w)
+        assert b["x"][i] == pytest.approx((e1 - m["mean"][i]) ** 2 / m["var"][i], rel=1e-12)
+        assert b["x2"][i] == pytest.approx((e2 - m["mean2"][i]) ** 2 / m["var2"][i], rel=1e-12)
+
+
+def test_exact_draws_give_one_over_n():
+    """n exact draws of N(mu, s^2): each squared bias is chi^2_1 / n in expectation (x: (mean error)^2 / s^2; x^2: the
+    sample mean of x^2 has variance Var[x^2] / n), so the average over 4000 repetitions x 3 coordinates is 1/n within
+    4% (its relative sd is sqrt(2 / 12000) = 1.3%: a 3-sd band, failure rate about 0.3% for this fixed seed's draw)."""
+    rng = np.random.default_rng(1)
+    mu, s, n = np.array([2.0, -1.0, 0.0]), np.array([0.5, 3.0, 1.0]), 100
+    ref = Reference(mean=mu, sd=s, draws=mu + s * rng.normal(size=(400_000, 3)), meta={})
+    m = reference_moments(ref)
+    np.testing.assert_allclose(m["var2"], 4 * mu**2 * s**2 + 2 * s**4, rtol=0.02)  # Var[x^2] of a normal
+    b = [squared_bias(mu + s * rng.normal(size=(n, 3)), m) for _ in range(4000)]
+    assert np.mean([v["x"] for v in b]) * n == pytest.approx(1.0, abs=0.04)
+    assert np.mean([v["x2"] for v in b]) * n == pytest.approx(1.0, abs=0.06)  # plus the reference's own error
+    assert BIAS_THRESHOLD == 0.01  # an ESS of 100
+
+
+def test_cost_to_threshold_is_where_the_trace_stays_below():
+    assert cost_to_threshold([10, 20, 30, 40], [0.5, 0.005, 0.02, 0.004]) == 40.0
+    assert cost_to_threshold([10, 20], [0.001, 0.002]) == 10.0
+    assert cost_to_threshold([10, 20, 30], [0.5, 0.001, 0.5]) == np.inf  # not below at the end: not reached
+    assert cost_to_threshold([10, 20, 30], [0.001, np.nan, 0.001]) == 30.0  # NaN is not below
+    with pytest.raises(ValueError, match="non-decreasing"):
+        cost_to_threshold([20, 10], [0.0, 0.0])
+    with pytest.raises(ValueError, match="one length"):
+        cost_to_threshold([10, 20], [0.0])
+    with pytest.raises(ValueError, match="weights"):
+        squared_bias(np.zeros((3, 1)), {"mean": np.zeros(1), "var": np.ones(1), "mean2": np.ones(1),
+                                        "var2": np.ones(1)}, weights=[1.0, -1.0, 1.0])
