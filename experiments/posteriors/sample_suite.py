@@ -45,6 +45,10 @@ def main(argv=None):
     p.add_argument("--nuts-min-ess", type=float, default=1000.0, help="NUTS runs until this minimum bulk ESS")
     p.add_argument("--nuts-warmup", type=int, default=1000)
     p.add_argument("--only-seed", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--previous", default=None,
+                   help="an earlier run's results.csv: its rows stand in the summary for posteriors this run has not "
+                        "finished (all --seeds sample seeds), and the summary names them")
+    p.add_argument("--summary-only", action="store_true", help="write summary.md and the figure from the rows; run nothing")
     p.add_argument("--in-process", action="store_true",
                    help="run every job in this process (default: each (posterior, seed) in a fresh one)")
     a = p.parse_args(argv)
@@ -57,7 +61,7 @@ def main(argv=None):
             "out": a.out,
             "devices": jax.devices()})
     done = {tuple(r[k] for k in KEY) for r in read_rows(path)}
-    for name in a.posteriors:
+    for name in ([] if a.summary_only else a.posteriors):
         for seed in range(max(a.seeds, nuts_seeds)):
             methods = (["sample:sample"] if seed < a.seeds else []) + (["nuts"] if seed < nuts_seeds else [])
             if all((name, m, str(seed)) in done for m in methods):
@@ -74,11 +78,24 @@ def main(argv=None):
             run_seed(name, seed, methods, done, path, a.nuts_min_ess, a.nuts_warmup)
     if a.only_seed is not None:
         return 0
-    rows = read_rows(path)
-    atomic_write_text(os.path.join(a.out, "summary.md"), summary(rows))
+    rows, note = merged_rows(read_rows(path), read_rows(a.previous) if a.previous else [], a.seeds, a.previous)
+    text = note + summary(rows)
+    atomic_write_text(os.path.join(a.out, "summary.md"), text)
     figure(rows, os.path.join(a.out, "sample_suite.png"))
-    print(summary(rows))
+    print(text)
     return 0
+
+
+def merged_rows(rows, previous, seeds: int, previous_path=None) -> tuple[list, str]:
+    """This run's rows for the posteriors it finished (``seeds`` sample seeds), ``previous`` rows for the others, and
+    a sentence naming the posteriors whose rows are the previous run's ("" where none are)."""
+    finished = {p for p, k in collections.Counter(r["posterior"] for r in rows if r["method"] == "sample:sample").items()
+                if k >= seeds}
+    carried = sorted({r["posterior"] for r in previous} - finished)
+    merged = [r for r in rows if r["posterior"] in finished or not previous] + [r for r in previous if r["posterior"] in carried]
+    note = (f"Rows of {', '.join(carried)} are an earlier run's (`{os.path.basename(previous_path or '')}`); every other "
+            "row is this run's (`results.csv`).\n\n") if carried else ""
+    return merged, note
 
 
 def figure(rows, path: str) -> None:

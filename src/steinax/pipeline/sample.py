@@ -211,7 +211,7 @@ def sample(target, *, rng_key: jax.Array, num_particles: int = 100, init=None, m
         chosen, ksds = choose_start(tgt, {"warm_start": warm.particles, "particles": stage.particles},
                                     warm.learnt["warm_start"]["affine"])
         checks.update(start=chosen, start_ksd=ksds)
-        grads["checks"] = 2 * int(num_particles)
+        grads["checks"] = int(warm.particles.shape[0] + stage.particles.shape[0])
     logd = np.asarray(logdensities(tgt, stage.particles))
     named = find_stragglers(logd, dim).tolist()
     checks["stragglers"] = named
