@@ -68,6 +68,7 @@ TINY = {
     "posteriors/new_users.py": ["--models", "hills_tfp", "--seeds", "1", "--reference-samples", "200",
                                 "--nuts-min-ess", "50"],
     "posteriors/importance_correction.py": ["--posteriors", "banana", "--seeds", "1"],
+    "posteriors/compile_share.py": ["--posteriors", "banana"],
     "posteriors/straggler_calibration.py": ["--posteriors", "banana", "lake_huron_trend", "--subsets", "5"],
     "posteriors/held_out.py": ["--models", "beta_binomial_pareto", "--methods", "svgd", "--particles", "20",
                                "--max-steps", "500", "--nuts-warmup", "50", "--nuts-samples", "50"],

@@ -66,6 +66,12 @@ def _lbfgs(tgt, x0, maxiter: int, gtol: float):
     return jax.vmap(one)(x0)
 
 
+@jax.jit
+def _laplace_covariance(hess):
+    """The Laplace normal's covariance: the inverse of the negated Hessian, symmetrised."""
+    return jnp.linalg.inv(-0.5 * (hess + hess.T))
+
+
 class LaplaceStart(AbstractStage):
     """MAP and Laplace as a stage (module docstring). Learns ``{"affine", "method": "laplace" or "pathfinder",
     "map", "lbfgs_iterations", "converged", "hessian_evaluations", "fallback_reason"}`` (plus Pathfinder's own where
@@ -103,7 +109,7 @@ class LaplaceStart(AbstractStage):
             x_map = xs[best]
             hess = hessian_at(tgt, x_map)
             try:
-                affine = AffineMap.from_moments(x_map, jnp.linalg.inv(-0.5 * (hess + hess.T)))
+                affine = AffineMap.from_moments(x_map, _laplace_covariance(hess))
             except ValueError:
                 reason = "the Hessian at the MAP is not negative definite"
         if reason is not None:

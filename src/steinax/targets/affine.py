@@ -20,6 +20,8 @@ particle per step: the scores of ``p`` at ``x`` times ``L`` (a ``[n, d] x [d, d]
 
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -51,13 +53,7 @@ class AffineMap(eqx.Module):
     def from_moments(cls, mean, cov) -> "AffineMap":
         """The map of ``N(mean, cov)`` to ``N(0, I)``: ``L`` the Cholesky factor of ``cov`` (symmetrised; a matrix
         that is not positive definite raises, naming its smallest eigenvalue)."""
-        mean, cov = jnp.asarray(mean), jnp.asarray(cov)
-        cov = 0.5 * (cov + cov.T)
-        chol = jnp.linalg.cholesky(cov)
-        if not bool(jnp.all(jnp.isfinite(chol))):
-            raise ValueError(f"`cov` must be symmetric positive definite; its smallest eigenvalue is "
-                             f"{float(jnp.linalg.eigvalsh(cov)[0]):.3g}")
-        return cls(shift=mean, matrix=chol)
+        return _checked(cls(*_factor(jnp.asarray(mean), jnp.asarray(cov))), cov)
 
     @classmethod
     def from_particles(cls, particles, ridge: float = 1e-6) -> "AffineMap":
@@ -65,11 +61,8 @@ class AffineMap(eqx.Module):
         singular, and ``ridge`` times its mean diagonal is added; otherwise nothing is (a ridge ``c I`` would make the
         map depend on the coordinate axes: the map of linearly reparameterised particles would not be the
         reparameterised map)."""
-        x = jnp.asarray(particles)
-        cov = jnp.atleast_2d(jnp.cov(x.T))
-        if x.shape[0] <= x.shape[1]:
-            cov = cov + ridge * jnp.mean(jnp.diag(cov)) * jnp.eye(x.shape[1], dtype=x.dtype)
-        return cls.from_moments(jnp.mean(x, axis=0), cov)
+        mean, cov = _moments(jnp.asarray(particles), ridge)
+        return cls.from_moments(mean, cov)
 
     def compose(self, inner: "AffineMap") -> "AffineMap":
         """The map ``z -> self.forward(inner.forward(z))``: shift ``self.forward(inner.shift)``, matrix
@@ -77,7 +70,7 @@ class AffineMap(eqx.Module):
         if not isinstance(inner, AffineMap) or inner.dim != self.dim:
             raise ValueError(f"`inner` must be an AffineMap of {self.dim} coordinates; received "
                              f"{getattr(inner, 'dim', type(inner).__name__)}")
-        return AffineMap(shift=self.forward(inner.shift), matrix=self.matrix @ inner.matrix)
+        return _compose(self, inner)
 
     def refit(self, particles) -> "AffineMap":
         """This map composed with the particles' own mean and covariance in its coordinates, the covariance shrunk
@@ -85,21 +78,20 @@ class AffineMap(eqx.Module):
         directions, and a direction they do not see keeps the scale this map gave it instead of a ridge's.
 
         Equivariant: particles and map reparameterised by ``x = A y + b`` give the reparameterised refit (the
-        sample covariance and the identity both rotate with the coordinates)."""
-        z = self.inverse(jnp.asarray(particles))
-        n, d = z.shape
-        weight = d / (n + d)
-        cov = (1.0 - weight) * jnp.atleast_2d(jnp.cov(z.T)) + weight * jnp.eye(d, dtype=z.dtype)
-        return self.compose(AffineMap.from_moments(jnp.mean(z, axis=0), cov))
+        sample covariance and the identity both rotate with the coordinates). One compiled program."""
+        refit, cov = _refit(self, jnp.asarray(particles))
+        return _checked(refit, cov)
 
     @property
     def dim(self) -> int:
         return int(self.shift.shape[0])
 
+    @eqx.filter_jit
     def forward(self, z: jax.Array) -> jax.Array:
         """``x`` of ``z`` (``[d]`` or ``[n, d]``)."""
         return z @ self.matrix.T + self._shift_like(z)
 
+    @eqx.filter_jit
     def inverse(self, x: jax.Array) -> jax.Array:
         """``z`` of ``x`` (``[d]`` or ``[n, d]``): one triangular solve."""
         rows = jnp.atleast_2d(x - self._shift_like(x))
@@ -116,6 +108,45 @@ class AffineMap(eqx.Module):
     def pull_back_scores(self, scores: jax.Array) -> jax.Array:
         """Scores in ``z``: ``L^T s`` per row (``[d]`` or ``[n, d]``)."""
         return scores @ self.matrix
+
+
+def _checked(affine: AffineMap, cov) -> AffineMap:
+    """``affine``, or the error naming ``cov``'s smallest eigenvalue where its Cholesky factor is not finite."""
+    if not bool(jnp.all(jnp.isfinite(affine.matrix))):
+        cov = jnp.asarray(cov)
+        raise ValueError(f"`cov` must be symmetric positive definite; its smallest eigenvalue is "
+                         f"{float(jnp.linalg.eigvalsh(0.5 * (cov + cov.T))[0]):.3g}")
+    return affine
+
+
+@jax.jit
+def _factor(mean, cov):
+    """``(mean, L)``, ``L`` the Cholesky factor of ``cov`` symmetrised (NaN where it is not positive definite)."""
+    return mean, jnp.linalg.cholesky(0.5 * (cov + cov.T))
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _moments(x, ridge: float):
+    """The mean and covariance of the rows of ``x`` (ridged when ``n <= d``, :meth:`AffineMap.from_particles`)."""
+    cov = jnp.atleast_2d(jnp.cov(x.T))
+    if x.shape[0] <= x.shape[1]:
+        cov = cov + ridge * jnp.mean(jnp.diag(cov)) * jnp.eye(x.shape[1], dtype=x.dtype)
+    return jnp.mean(x, axis=0), cov
+
+
+@jax.jit
+def _compose(outer: AffineMap, inner: AffineMap) -> AffineMap:
+    return AffineMap(shift=outer.forward(inner.shift), matrix=outer.matrix @ inner.matrix)
+
+
+@jax.jit
+def _refit(affine: AffineMap, particles):
+    """:meth:`AffineMap.refit`'s map (unchecked) and the shrunk covariance it factored."""
+    z = affine.inverse(particles)
+    n, d = z.shape
+    weight = d / (n + d)
+    cov = (1.0 - weight) * jnp.atleast_2d(jnp.cov(z.T)) + weight * jnp.eye(d, dtype=z.dtype)
+    return _compose(affine, AffineMap(*_factor(jnp.mean(z, axis=0), cov))), cov
 
 
 class AffineTarget(AbstractTarget):
