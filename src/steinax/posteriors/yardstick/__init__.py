@@ -1,0 +1,8 @@
+"""The samplers' yardstick (issue 50): every sampler's squared bias of ``E[x]`` and ``E[x^2]`` against the reference
+as it runs, and the cost at which it falls below 0.01 (:mod:`steinax.posteriors.yardstick.trace`), for steinax and
+its peers (:mod:`steinax.posteriors.yardstick.mcmc`)."""
+
+from steinax.posteriors.yardstick.mcmc import chees, nuts
+from steinax.posteriors.yardstick.trace import BIASES, Trace, trace_chains
+
+__all__ = ["BIASES", "Trace", "trace_chains", "nuts", "chees"]

@@ -1,0 +1,96 @@
+"""The many-chain MCMC peers on the yardstick, each with its documented adaptation (BlackJAX), none tuned per
+posterior: a function per sampler, ``(logdensity, init [chains, d], rng_key, moments, steps, warmup) -> Trace``.
+
+* ``nuts``: BlackJAX NUTS, each chain with its own Stan-style window adaptation (``blackjax.window_adaptation``,
+  diagonal mass matrix, target acceptance 0.8), ``warmup`` steps, vmapped over chains.
+* ``chees``: ChEES-HMC (Hoffman, Radul & Sountsov 2021): ``blackjax.chees_adaptation`` across all chains (Adam at
+  0.025, the paper's setting, from step size 0.1), ``warmup`` steps, then its jittered HMC kernel.
+
+Tuning's gradient evaluations are every chain's leapfrog steps during adaptation; its sequential steps are, per
+adaptation step, the most any chain took.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from steinax.posteriors.yardstick.trace import Trace, timed_compile, timed_run, trace_chains
+
+__all__ = ["nuts", "chees"]
+
+
+def _tuning(n_int, seconds: float) -> dict:
+    """Tuning's costs from its per-step, per-chain gradient evaluations ``[steps, chains]``."""
+    n_int = np.asarray(n_int, np.float64)
+    return {"gradient_evaluations": float(n_int.sum()), "sequential_steps": float(n_int.max(axis=1).sum()),
+            "seconds": seconds}
+
+
+def _trace(sampler, step, states, key, moments, steps, tuning, compile_s, position, info) -> Trace:
+    states, biases, grads, seq, c_s, run_s = trace_chains(step, states, key, moments, steps, position=position)
+    return Trace(sampler=sampler, chains=int(jax.tree_util.tree_leaves(states)[0].shape[0]),
+                 biases=biases, gradient_evaluations=grads, sequential_steps=seq, seconds=run_s * seq / seq[-1],
+                 tuning=tuning, compile_seconds=compile_s + c_s, info=info)
+
+
+def nuts(logdensity, init, rng_key, moments: dict, steps: int, warmup: int = 1000) -> Trace:
+    """BlackJAX NUTS with window adaptation per chain (module docstring)."""
+    import blackjax
+
+    key_warm, key_run = jax.random.split(rng_key)
+    chains = init.shape[0]
+
+    def adapt(key, x):
+        warm = blackjax.window_adaptation(blackjax.nuts, logdensity)
+        (state, params), info = warm.run(key, x, num_steps=warmup)
+        return state, params["step_size"], params["inverse_mass_matrix"], info.info.num_integration_steps
+
+    def step(key, s):
+        state, eps, m = s
+        state, info = blackjax.nuts(logdensity, eps, m).step(key, state)
+        return (state, eps, m), info
+
+    keys = jax.random.split(key_warm, chains)
+    with jax.numpy_rank_promotion("allow"):  # BlackJAX broadcasts implicitly
+        compiled, compile_s = timed_compile(jax.vmap(adapt), keys, init)
+        (state, step_size, imm, n_int), warm_s = timed_run(compiled, keys, init)
+        return _trace("nuts", step, (state, step_size, imm), key_run, moments, steps,
+                      _tuning(np.swapaxes(n_int, 0, 1), warm_s), compile_s, lambda s: s[0].position,
+                      {"step_size_quantiles": np.quantile(np.asarray(step_size), [0.0, 0.1, 0.5, 0.9, 1.0]).tolist()})
+
+
+def chees(logdensity, init, rng_key, moments: dict, steps: int, warmup: int = 1000) -> Trace:
+    """ChEES-HMC across the chains (module docstring)."""
+    import blackjax
+    import optax
+
+    key_warm, key_run = jax.random.split(rng_key)
+    chains = init.shape[0]
+    warm = blackjax.chees_adaptation(logdensity, chains)
+
+    def adapt(key, x):
+        (states, params), info = warm.run(key, x, 0.1, optax.adam(0.025), warmup, max_sampling_steps=steps)
+        return states, params["step_size"], params["integration_steps_params"][0], params["inverse_mass_matrix"], \
+            info.info.num_integration_steps
+
+    with jax.numpy_rank_promotion("allow"):  # BlackJAX broadcasts implicitly
+        compiled, compile_s = timed_compile(adapt, key_warm, init)
+        (states, step_size, leapfrogs, imm, n_int), warm_s = timed_run(compiled, key_warm, init)
+        kernel = blackjax.dynamic_hmc(logdensity, step_size=step_size, inverse_mass_matrix=imm,
+                                      next_random_arg_fn=lambda i: i + 1,
+                                      integration_steps_fn=_halton_steps(warmup + steps),
+                                      integration_steps_params=(leapfrogs,))
+        return _trace("chees", lambda key, s: kernel.step(key, s), states, key_run, moments, steps,
+                      _tuning(n_int, warm_s), compile_s, lambda s: s.position,
+                      {"step_size": float(step_size), "leapfrog_steps": float(leapfrogs)})
+
+
+def _halton_steps(total: int):
+    """ChEES's jitter: ``ceil(u_i L)`` with ``u_i`` the Halton sequence at the chain's counter, on as many bits as
+    the adaptation used (``ceil(log2(warm-up + sampling steps))``)."""
+    from blackjax.mcmc.dynamic_hmc import halton_sequence
+
+    bits = int(np.ceil(np.log2(total)))
+    return lambda i, length: jnp.asarray(jnp.ceil(halton_sequence(i, bits) * length), dtype=int)

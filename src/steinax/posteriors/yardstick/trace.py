@@ -1,0 +1,129 @@
+"""A sampler's trace on the yardstick (issue 50): the squared biases of its running estimates against the reference
+moments after every step, beside what the step cost.
+
+The yardstick (Robnik, Cohn-Gordon & Seljak, MAMS, arXiv 2503.01707): the squared bias of an estimate of ``E[x^2]``,
+per coordinate, in units of ``Var[x^2]`` (:func:`steinax.metrics.posterior.bias_of_estimates`), averaged over
+coordinates and for the worst one; a run has reached a fixed accuracy once it falls below 0.01 and stays there
+(:func:`steinax.metrics.posterior.cost_to_threshold`). **Decided here**, for many chains (or particles):
+
+* **pooled**: the estimate is the mean over every chain and every kept step so far, which is what a user of many
+  chains answers (the ``"x_*"`` and ``"x2_*"`` rows). Exact independent draws give about ``1 / (chains x steps)``.
+* **per chain**: each chain's own running estimate, its squared bias averaged over chains (``"chain_x2_*"``): the
+  expected squared bias of one chain, which is what the published single-chain figures report (the MAMS paper's
+  "gradient evaluations to b^2 < 0.01" for one chain). Its cost is the gradient evaluations per chain.
+* **costs**: gradient evaluations summed over chains (``gradient_evaluations``), and sequential gradient steps (the
+  most any chain took at each step, summed: what bounds wall time when the chains run in parallel on one device);
+  tuning's are reported apart (``tuning``). Wall time: the sampling program's run time, spread over the steps in
+  proportion to their sequential gradient steps; compilation apart.
+"""
+
+from __future__ import annotations
+
+import time
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from steinax.metrics.posterior import BIAS_THRESHOLD, bias_of_estimates, cost_to_threshold
+
+__all__ = ["Trace", "trace_chains", "BIASES"]
+
+BIASES = ("x_mean", "x_max", "x2_mean", "x2_max", "chain_x2_mean", "chain_x2_max")
+"""The trace's squared biases (module docstring), each ``[steps]``."""
+
+
+class Trace(eqx.Module):
+    """One sampler's run on the yardstick.
+
+    Attributes:
+        sampler: its name.
+        chains: chains (or particles) run.
+        biases: ``{name: [T]}`` for every name in :data:`BIASES` (NaN where a sampler has no such estimate).
+        gradient_evaluations: ``[T]`` cumulative, all chains, after tuning.
+        sequential_steps: ``[T]`` cumulative sequential gradient steps after tuning.
+        seconds: ``[T]`` cumulative run time after tuning (compilation excluded).
+        tuning: ``{"gradient_evaluations", "sequential_steps", "seconds"}`` spent before the trace starts (warm-up,
+            adaptation, a warm start).
+        compile_seconds: compilation, all programs.
+        info: what the sampler reports of itself (step size, acceptance, divergences).
+    """
+
+    sampler: str = eqx.field(static=True)
+    chains: int = eqx.field(static=True)
+    biases: dict
+    gradient_evaluations: np.ndarray
+    sequential_steps: np.ndarray
+    seconds: np.ndarray
+    tuning: dict = eqx.field(static=True)
+    compile_seconds: float = eqx.field(static=True)
+    info: dict = eqx.field(static=True, default_factory=dict)
+
+    def cost(self, bias: str = "x2_max", of: str = "gradient_evaluations", tuning: bool = True,
+             threshold: float = BIAS_THRESHOLD) -> float:
+        """The cost at which ``biases[bias]`` first stays below ``threshold`` (``inf`` if never within the trace):
+        ``of`` one of ``"gradient_evaluations"``, ``"sequential_steps"``, ``"seconds"``, with tuning's added
+        (``tuning=True``) or not. For a ``"chain_*"`` bias the gradient evaluations are per chain."""
+        if bias not in BIASES:
+            raise ValueError(f"`bias` must be one of {BIASES}; received {bias!r}")
+        if of not in ("gradient_evaluations", "sequential_steps", "seconds"):
+            raise ValueError(f"`of` must be 'gradient_evaluations', 'sequential_steps' or 'seconds'; received {of!r}")
+        costs = np.asarray(getattr(self, of), np.float64) + (float(self.tuning[of]) if tuning else 0.0)
+        if bias.startswith("chain_") and of == "gradient_evaluations":
+            costs = costs / self.chains
+        return cost_to_threshold(costs, self.biases[bias], threshold)
+
+
+def trace_chains(step, states, rng_key, moments: dict, steps: int, position=lambda s: s.position,
+                 gradients=lambda info: info.num_integration_steps):
+    """Run ``steps`` transitions of every chain (``step(key, state) -> (state, info)``, one chain; vmapped here) in
+    one compiled scan, the running sums of ``x`` and ``x^2`` per chain carried, and the biases of :data:`BIASES`
+    computed after every transition against ``moments`` (:func:`steinax.metrics.posterior.reference_moments`).
+
+    Returns ``(states, biases {name: [steps]}, gradient evaluations [steps] (all chains), sequential steps [steps]
+    (the most any chain took), compile seconds, run seconds)``; ``gradients(info)`` is a transition's gradient
+    evaluations per chain.
+    """
+    moments = {k: jnp.asarray(v, jnp.result_type(float)) for k, v in moments.items()}
+    rows = {k: v[None] for k, v in moments.items()}  # for [chains, d] estimates
+    chains = jax.tree_util.tree_leaves(states)[0].shape[0]
+
+    def run(states, key):
+        x0 = position(states)
+
+        def body(carry, key):
+            states, s1, s2, k = carry
+            states, info = jax.vmap(step)(jax.random.split(key, chains), states)
+            x = position(states)
+            s1, s2, k = s1 + x, s2 + x * x, k + 1
+            pooled = bias_of_estimates(s1.sum(0) / (k * chains), s2.sum(0) / (k * chains), moments)
+            per_chain = bias_of_estimates(s1 / k, s2 / k, rows)["x2"].mean(0)
+            g = jnp.asarray(gradients(info)).reshape(chains)
+            out = (pooled["x"].mean(), pooled["x"].max(), pooled["x2"].mean(), pooled["x2"].max(), per_chain.mean(),
+                   per_chain.max(), g.sum(), g.max())
+            return (states, s1, s2, k), out
+
+        zeros = jnp.zeros_like(x0)
+        (states, _, _, _), out = jax.lax.scan(body, (states, zeros, zeros, jnp.zeros((), x0.dtype)),
+                                              jax.random.split(key, steps))
+        return states, out
+
+    compiled, compile_s = timed_compile(run, states, rng_key)
+    (states, out), run_s = timed_run(compiled, states, rng_key)
+    out = [np.asarray(o, np.float64) for o in out]
+    return states, dict(zip(BIASES, out[:6])), np.cumsum(out[6]), np.cumsum(out[7]), compile_s, run_s
+
+
+def timed_compile(fn, *args):
+    """``(compiled fn, compile seconds)``: ``fn`` jitted and compiled ahead of time for ``args``."""
+    t0 = time.perf_counter()
+    compiled = jax.jit(fn).lower(*args).compile()
+    return compiled, time.perf_counter() - t0
+
+
+def timed_run(compiled, *args):
+    """``(outputs, seconds)`` of a compiled call, to completion."""
+    t0 = time.perf_counter()
+    out = jax.block_until_ready(compiled(*args))
+    return out, time.perf_counter() - t0
