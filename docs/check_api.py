@@ -20,7 +20,7 @@ import types
 PACKAGES = ("steinax", "steinax.stein", "steinax.diagnostics", "steinax.particles", "steinax.kernels",
             "steinax.targets", "steinax.metrics", "steinax.models", "steinax.gp", "steinax.posteriors",
             "steinax.baselines.mcmc", "steinax.baselines.vi", "steinax.unfold", "steinax.runtime.checkpoint", "steinax.interfaces.plot", "steinax.datasets",
-            "steinax.runtime.sharding", "steinax.pipeline", "steinax.particles.optim")
+            "steinax.runtime.sharding", "steinax.pipeline", "steinax.particles.optim", "steinax.posteriors.yardstick")
 DOCS = os.path.dirname(os.path.abspath(__file__))
 
 

@@ -69,6 +69,8 @@ TINY = {
                                 "--nuts-min-ess", "50"],
     "posteriors/importance_correction.py": ["--posteriors", "banana", "--seeds", "1"],
     "posteriors/compile_share.py": ["--posteriors", "banana"],
+    "posteriors/yardstick.py": ["--posteriors", "banana", "--chains", "16", "--steps", "20", "--warmup", "30",
+                                "--in-process"],
     "posteriors/straggler_calibration.py": ["--posteriors", "banana", "lake_huron_trend", "--subsets", "5"],
     "posteriors/held_out.py": ["--models", "beta_binomial_pareto", "--methods", "svgd", "--particles", "20",
                                "--max-steps", "500", "--nuts-warmup", "50", "--nuts-samples", "50"],

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from steinax.metrics.posterior import squared_bias
-from steinax.posteriors.yardstick import BIASES, chees, nuts, trace_chains
+from steinax.posteriors.yardstick import BIASES, chees, meads, nuts, trace_chains
 
 D = 3
 SCALES = np.array([0.5, 1.0, 3.0])
@@ -43,9 +43,9 @@ def test_trace_matches_naive_running_sums():
         assert set(biases) == set(BIASES)
 
 
-@pytest.mark.parametrize("sampler", [nuts, chees])
+@pytest.mark.parametrize("sampler", [nuts, chees, meads])
 def test_peers_reach_the_threshold_on_a_gaussian(sampler):
-    """NUTS and ChEES on N(0, diag(0.25, 1, 9)), 32 chains, 300 warm-up and 400 steps: the pooled estimate's squared
+    """NUTS, ChEES and MEADS on N(0, diag(0.25, 1, 9)), 32 chains, 300 warm-up and 400 steps: the pooled estimate's squared
     bias ends far below 0.01 (its floor for exact draws is 1 / 12800, and these kernels' ESS per step is at least a
     tenth of that), its cost is finite and counted after tuning, and tuning's cost is reported apart."""
     logp = lambda x: -0.5 * jnp.sum((x / SCALES) ** 2)

@@ -83,7 +83,10 @@ class HMCCorrection(AbstractStage):
     Learns ``{"draws": [chains, kept, d] in the target's space, "affine", "step_size", "leapfrog_steps" (the
     adapted mean), "acceptance" (mean over sampling), "divergences", "rhat", "ess_bulk" (worst coordinates),
     "steps" (transitions per chain after warm-up), "thin", "stopped" ("converged" or "max_steps"),
-    "gradient_evaluations": {"warmup", "sampling"}, "stragglers": chain indices, "seconds": {"warmup", "sampling"}}``.
+    "gradient_evaluations": {"warmup", "sampling"} (all chains), "sequential_steps": {"warmup", "sampling"} (per
+    transition the most leapfrog steps any chain took, summed), "rounds": per round its {"gradient_evaluations",
+    "sequential_steps", "kept" (draws per chain kept so far)}, "stragglers": chain indices, "seconds": {"warmup",
+    "sampling"}}``.
     """
 
     name: ClassVar[str] = "correction"
@@ -119,11 +122,12 @@ class HMCCorrection(AbstractStage):
 
         t0 = time.perf_counter()
         windows = _windows(self.warmup)
-        step_size, warm_grads = jnp.asarray(0.5, z.dtype), 0
+        step_size, warm_grads, warm_sequential = jnp.asarray(0.5, z.dtype), 0, 0
         for w, length in enumerate(windows):  # equal windows: one compilation serves them all
             states, (step_size, leapfrogs), seen, n_int = _warm_window(tgt, affine, z, jax.random.fold_in(key_warm, w),
                                                                       step_size, length)
             warm_grads += int(np.sum(np.asarray(n_int)))
+            warm_sequential += int(np.sum(np.max(np.asarray(n_int), axis=1)))
             if w < len(windows) - 1:  # the metric from the chains' second half of the window, pooled
                 refit = affine.refit(affine.forward(seen.reshape(-1, d)))
                 z, affine = refit.inverse(affine.forward(states.position)), refit
@@ -132,6 +136,7 @@ class HMCCorrection(AbstractStage):
         bits = int(np.ceil(np.log2(max(windows) + self.max_steps + 1)))
         thin = max(1, -(-self.max_steps * chains * d // _STORED_NUMBERS))
         kept, steps, grads, accept, divergent, stopped = [], 0, 0, [], 0, "max_steps"
+        rounds = {"gradient_evaluations": [], "sequential_steps": [], "kept": []}
         rhat = ess = float("nan")
         logd_last = None
         while steps < self.max_steps:
@@ -139,11 +144,14 @@ class HMCCorrection(AbstractStage):
                                                                    step_size, leapfrogs, self.round_steps, bits)
             steps += self.round_steps
             grads += int(np.sum(np.asarray(n_int)))
+            rounds["gradient_evaluations"].append(int(np.sum(np.asarray(n_int))))
+            rounds["sequential_steps"].append(int(np.sum(np.max(np.asarray(n_int), axis=1))))
             accept.append(float(np.mean(np.asarray(acc))))
             divergent += int(np.sum(np.asarray(div)))
             kept.append(np.swapaxes(np.asarray(pos)[::thin], 0, 1))  # [chains, draws, d]
             logd_last = np.asarray(logd)
             draws = np.concatenate(kept, axis=1)
+            rounds["kept"].append(int(draws.shape[1]))
             if draws.shape[1] >= 4:
                 rhat = float(np.max(split_gelman_rubin(draws)))
                 ess = float(np.min(effective_sample_size(draws)))
@@ -158,6 +166,8 @@ class HMCCorrection(AbstractStage):
                   "acceptance": float(np.mean(accept)), "divergences": divergent, "rhat": rhat, "ess_bulk": ess,
                   "steps": steps, "thin": thin, "stopped": stopped,
                   "gradient_evaluations": {"warmup": warm_grads, "sampling": grads},
+                  "sequential_steps": {"warmup": warm_sequential, "sampling": int(sum(rounds["sequential_steps"]))},
+                  "rounds": rounds,
                   "stragglers": stragglers, "seconds": {"warmup": t1 - t0, "sampling": t2 - t1}}
         return Staged(particles=affine.forward(states.position).astype(z.dtype), state=None,
                       learnt={**start.learnt, self.name: learnt})

@@ -2,7 +2,8 @@
 as it runs, and the cost at which it falls below 0.01 (:mod:`steinax.posteriors.yardstick.trace`), for steinax and
 its peers (:mod:`steinax.posteriors.yardstick.mcmc`)."""
 
-from steinax.posteriors.yardstick.mcmc import chees, nuts
+from steinax.posteriors.yardstick.mcmc import chees, meads, nuts
+from steinax.posteriors.yardstick.pipeline import steinax_sample
 from steinax.posteriors.yardstick.trace import BIASES, Trace, trace_chains
 
-__all__ = ["BIASES", "Trace", "trace_chains", "nuts", "chees"]
+__all__ = ["BIASES", "Trace", "trace_chains", "nuts", "chees", "meads", "steinax_sample"]

@@ -3,6 +3,9 @@ posterior: a function per sampler, ``(logdensity, init [chains, d], rng_key, mom
 
 * ``nuts``: BlackJAX NUTS, each chain with its own Stan-style window adaptation (``blackjax.window_adaptation``,
   diagonal mass matrix, target acceptance 0.8), ``warmup`` steps, vmapped over chains.
+* ``meads``: MEADS (Hoffman & Sountsov 2022): ``blackjax.meads_adaptation`` across all chains (its defaults: four
+  folds), ``warmup`` steps, then generalised HMC (``blackjax.ghmc``, one leapfrog step a transition) with the
+  adapted step size, damping and per-coordinate scales, fixed.
 * ``chees``: ChEES-HMC (Hoffman, Radul & Sountsov 2021): ``blackjax.chees_adaptation`` across all chains (Adam at
   0.025, the paper's setting, from step size 0.1), ``warmup`` steps, then its jittered HMC kernel.
 
@@ -18,7 +21,7 @@ import numpy as np
 
 from steinax.posteriors.yardstick.trace import Trace, timed_compile, timed_run, trace_chains
 
-__all__ = ["nuts", "chees"]
+__all__ = ["nuts", "chees", "meads"]
 
 
 def _tuning(n_int, seconds: float) -> dict:
@@ -85,6 +88,34 @@ def chees(logdensity, init, rng_key, moments: dict, steps: int, warmup: int = 10
         return _trace("chees", lambda key, s: kernel.step(key, s), states, key_run, moments, steps,
                       _tuning(n_int, warm_s), compile_s, lambda s: s.position,
                       {"step_size": float(step_size), "leapfrog_steps": float(leapfrogs)})
+
+
+def meads(logdensity, init, rng_key, moments: dict, steps: int, warmup: int = 1000) -> Trace:
+    """MEADS across the chains (module docstring). Tuning's gradient evaluations: each adaptation step moves the
+    chains of all folds but one, one leapfrog step each."""
+    import blackjax
+
+    key_warm, key_run = jax.random.split(rng_key)
+    chains, folds = init.shape[0], 4
+    warm = blackjax.meads_adaptation(logdensity, chains, num_folds=folds)
+
+    def adapt(key, x):
+        (states, params), _ = warm.run(key, x, warmup)
+        return states, params
+
+    with jax.numpy_rank_promotion("allow"):  # BlackJAX broadcasts implicitly
+        compiled, compile_s = timed_compile(adapt, key_warm, init)
+        (states, params), warm_s = timed_run(compiled, key_warm, init)
+        kernel = blackjax.ghmc(logdensity, **params)
+        tuning = {"gradient_evaluations": float(warmup * chains * (folds - 1) / folds),
+                  "sequential_steps": float(warmup), "seconds": warm_s}
+        ones = lambda info: jnp.ones(())
+        states, biases, grads, seq, c_s, run_s = trace_chains(lambda key, s: kernel.step(key, s), states, key_run,
+                                                              moments, steps, gradients=ones)
+    return Trace(sampler="meads", chains=chains, biases=biases, gradient_evaluations=grads, sequential_steps=seq,
+                 seconds=run_s * seq / seq[-1], tuning=tuning, compile_seconds=compile_s + c_s,
+                 info={"step_size": float(params["step_size"]), "alpha": float(params["alpha"]),
+                       "delta": float(params["delta"])})
 
 
 def _halton_steps(total: int):

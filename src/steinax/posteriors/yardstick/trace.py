@@ -99,7 +99,7 @@ def trace_chains(step, states, rng_key, moments: dict, steps: int, position=lamb
             s1, s2, k = s1 + x, s2 + x * x, k + 1
             pooled = bias_of_estimates(s1.sum(0) / (k * chains), s2.sum(0) / (k * chains), moments)
             per_chain = bias_of_estimates(s1 / k, s2 / k, rows)["x2"].mean(0)
-            g = jnp.asarray(gradients(info)).reshape(chains)
+            g = jnp.broadcast_to(jnp.asarray(gradients(info), x.dtype), (chains,))
             out = (pooled["x"].mean(), pooled["x"].max(), pooled["x2"].mean(), pooled["x2"].max(), per_chain.mean(),
                    per_chain.max(), g.sum(), g.max())
             return (states, s1, s2, k), out

@@ -1,0 +1,208 @@
+"""Samplers measured as samplers are measured (issue 50): gradient evaluations, sequential gradient steps and wall
+time until the squared bias of ``E[x^2]`` (worst coordinate, in units of ``Var[x^2]``) stays below 0.01, for
+``steinax.sample`` and its peers, on the suite's posteriors, at 256 and 1024 chains (particles).
+
+    python experiments/posteriors/yardstick.py [--posteriors NAME ...] [--chains 256 1024] [--samplers ...]
+        [--seeds 1] [--steps 200] [--warmup 1000] [--timeout 1800] [--out DIR] [--summary-only]
+
+Each (posterior, sampler, chains, seed) runs in a fresh process (compilation counted as a user's first call pays
+it); its row goes to ``DIR/results.csv`` (a rerun skips done rows: resumable) and its trace to ``DIR/traces/``. The
+caps, reported where hit: the MCMC peers run ``--warmup`` adaptation steps and ``--steps`` transitions (a cost not
+reached within them is ``inf``); a run over ``--timeout`` seconds is stopped and its row says so. ``DIR/summary.md``
+has the tables and the goal's counts; ``DIR/yardstick.png`` the traces (squared bias against gradient evaluations,
+tuning included, one panel per posterior). Settings: :mod:`steinax.posteriors.yardstick.bench`; the trace's
+conventions: :mod:`steinax.posteriors.yardstick.trace`.
+
+The floor: ``c`` exact draws give a squared bias of about ``1 / c`` (0.004 at 256, 0.001 at 1024), so one transition
+of converged chains is below 0.01 at both counts; the cost of reaching it is then mostly the tuning's.
+"""
+
+import argparse
+import collections
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+
+from steinax._io import append_row, atomic_write_text, check_output, read_rows
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from _common import banner, pyplot, save_figure, save_npz_atomically  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KEY = ("posterior", "sampler", "chains", "seed")
+MANY_CHAIN = ("chees", "meads", "mams", "laps")
+
+
+def _trace_path(out, name, sampler, chains, seed) -> str:
+    return os.path.join(out, "traces", f"{name}__{sampler}__{chains}__{seed}.npz")
+
+
+def run_one(args, name, sampler, chains, seed, path) -> None:
+    """In this process: the run, its row and its trace written."""
+    from steinax.posteriors import get
+    from steinax.posteriors.yardstick.bench import FIELDS, run_one as run, trace_row
+
+    trace = run(name, sampler, chains, seed, args.steps, args.warmup)
+    append_row(path, trace_row(trace, name, get(name).dim, seed, args.steps, args.warmup,
+                               note=str(trace.info.get("message", ""))[:200]), FIELDS, KEY)
+    t = trace.tuning
+    save_npz_atomically(_trace_path(args.out, name, sampler, chains, seed),
+                        {"gradient_evaluations": trace.gradient_evaluations + t["gradient_evaluations"],
+                         "sequential_steps": trace.sequential_steps + t["sequential_steps"],
+                         "seconds": trace.seconds + t["seconds"], **trace.biases})
+
+
+def timed_out_row(name, sampler, chains, seed, args) -> dict:
+    from steinax.posteriors import get
+
+    inf = float("inf")
+    return {"posterior": name, "d": get(name).dim, "chains": chains, "sampler": sampler, "seed": seed,
+            "steps": args.steps, "warmup": args.warmup, **{k: inf for k in (
+                "grads_to_x2_max", "grads_to_x2_mean", "grads_to_x_max", "sequential_to_x2_max", "seconds_to_x2_max",
+                "chain_grads_to_x2_mean", "chain_grads_to_x2_max")},
+            **{k: float("nan") for k in ("x2_max_end", "x2_mean_end", "chain_x2_max_end")},
+            "note": f"stopped: over the {args.timeout} s cap"}
+
+
+def _fmt(v) -> str:
+    v = float(v)
+    return "not reached" if not np.isfinite(v) else f"{v:,.0f}"
+
+
+def summary(rows, chains_list) -> str:
+    """The tables (cost to 0.01 in the worst coordinate's E[x^2], tuning included) and the goal's counts."""
+    lines = []
+    for chains in chains_list:
+        sub = [r for r in rows if int(r["chains"]) == chains]
+        samplers = list(dict.fromkeys(r["sampler"] for r in sub))
+        if not sub:
+            continue
+        by = collections.defaultdict(list)
+        for r in sub:
+            by[(r["posterior"], r["sampler"])].append(r)
+        med = lambda rs, k: float(np.median([float(r[k]) for r in rs])) if rs else float("nan")
+        lines += [f"### {chains} chains (particles): gradient evaluations / sequential steps / seconds to b2(x^2) "
+                  "< 0.01, worst coordinate, tuning included (median over seeds)", "",
+                  "| posterior | d | " + " | ".join(samplers) + " |", "|---|---|" + "---|" * len(samplers)]
+        reach = fewer = fewer_seq = both = seq_both = 0
+        for name in dict.fromkeys(r["posterior"] for r in sub):
+            cells = []
+            for s in samplers:
+                rs = by.get((name, s), [])
+                cells.append("" if not rs else f"{_fmt(med(rs, 'grads_to_x2_max'))} / {_fmt(med(rs, 'sequential_to_x2_max'))}"
+                             f" / {_fmt(med(rs, 'seconds_to_x2_max'))}")
+            d = next(r["d"] for r in sub if r["posterior"] == name)
+            lines.append(f"| {name} | {d} | " + " | ".join(cells) + " |")
+            ours, theirs = by.get((name, "steinax.sample")), by.get((name, "nuts"))
+            if ours and theirs and np.isfinite(med(theirs, "grads_to_x2_max")):
+                both += 1
+                reach += np.isfinite(med(ours, "grads_to_x2_max"))
+                fewer += med(ours, "grads_to_x2_max") <= med(theirs, "grads_to_x2_max")
+            many = [med(by[(name, s)], "sequential_to_x2_max") for s in MANY_CHAIN if by.get((name, s))]
+            if ours and many:
+                seq_both += 1
+                fewer_seq += med(ours, "sequential_to_x2_max") <= min(many)
+        lines += ["", f"Goal at {chains}: steinax.sample reaches 0.01 on {reach} of the {both} posteriors where NUTS "
+                  f"does, with gradient evaluations at most NUTS's on {fewer} of {both} (goal: at least half); "
+                  f"sequential steps at most the best many-chain sampler's on {fewer_seq} of {seq_both} (goal: at "
+                  "least a third).", ""]
+    return "\n".join(lines) + "\n"
+
+
+def figure(out, rows, path) -> None:
+    plt = pyplot()
+    names = list(dict.fromkeys(r["posterior"] for r in rows))
+    cols = min(4, max(1, len(names)))
+    fig, axes = plt.subplots(-(-len(names) // cols), cols, figsize=(4 * cols, 3 * -(-len(names) // cols)),
+                             squeeze=False)
+    colours = {}
+    for ax, name in zip(axes.flat, names):
+        for r in rows:
+            if r["posterior"] != name:
+                continue
+            f = _trace_path(out, name, r["sampler"], r["chains"], r["seed"])
+            if not os.path.exists(f):
+                continue
+            t = np.load(f)
+            colour = colours.setdefault(r["sampler"], f"C{len(colours)}")
+            ax.loglog(t["gradient_evaluations"], t["x2_max"], color=colour, ls="-" if int(r["chains"]) <= 256 else "--",
+                      label=f"{r['sampler']} ({r['chains']})" if int(r["seed"]) == 0 else None)
+        ax.axhline(0.01, color="k", lw=0.8, ls=":")
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("gradient evaluations (tuning included)", fontsize=8)
+        ax.set_ylabel("b2(x^2), worst coordinate", fontsize=8)
+    for ax in list(axes.flat)[len(names):]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    save_figure(fig, path)
+
+
+def main(argv=None):
+    from steinax.posteriors import NAMES
+    from steinax.posteriors.yardstick.bench import SAMPLERS
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--posteriors", nargs="+", default=list(NAMES), choices=list(NAMES))
+    p.add_argument("--chains", nargs="+", type=int, default=[256, 1024])
+    p.add_argument("--samplers", nargs="+", default=list(SAMPLERS), choices=list(SAMPLERS))
+    p.add_argument("--seeds", type=int, default=1)
+    p.add_argument("--steps", type=int, default=200, help="MCMC peers' transitions after adaptation (the cap)")
+    p.add_argument("--warmup", type=int, default=1000, help="MCMC peers' adaptation steps (their documented default)")
+    p.add_argument("--timeout", type=int, default=1800, help="seconds per run before it is stopped and reported")
+    p.add_argument("--out", default=os.path.join(HERE, "results", "yardstick"))
+    p.add_argument("--summary-only", action="store_true")
+    p.add_argument("--in-process", action="store_true", help="run every job in this process (no timeout)")
+    p.add_argument("--one", nargs=4, metavar=("POSTERIOR", "SAMPLER", "CHAINS", "SEED"), help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    path = os.path.join(a.out, "results.csv")
+    if a.one:
+        run_one(a, a.one[0], a.one[1], int(a.one[2]), int(a.one[3]), path)
+        return 0
+    check_output(path)
+    banner("The yardstick: cost to b2(x^2) < 0.01 (worst coordinate), steinax.sample and peers (float64)",
+           {"posteriors": len(a.posteriors), "chains": a.chains, "samplers": a.samplers, "seeds": a.seeds,
+            "MCMC peers": f"{a.warmup} adaptation steps, then {a.steps} transitions (the cap)",
+            "timeout": f"{a.timeout} s per run", "out": a.out, "devices": jax.devices(),
+            "jax": jax.__version__})
+    done = {tuple(str(r[k]) for k in KEY) for r in read_rows(path)}
+    for name in ([] if a.summary_only else a.posteriors):
+        for chains in a.chains:
+            for sampler in a.samplers:
+                for seed in range(a.seeds):
+                    if (name, sampler, str(chains), str(seed)) in done:
+                        continue
+                    if a.in_process:
+                        run_one(a, name, sampler, chains, seed, path)
+                    else:
+                        cmd = [sys.executable, os.path.abspath(__file__), "--one", name, sampler, str(chains),
+                               str(seed), "--steps", str(a.steps), "--warmup", str(a.warmup), "--out", a.out]
+                        try:
+                            subprocess.run(cmd, check=False, timeout=a.timeout)
+                        except subprocess.TimeoutExpired:
+                            from steinax.posteriors.yardstick.bench import FIELDS
+
+                            append_row(path, timed_out_row(name, sampler, chains, seed, a), FIELDS, KEY)
+                    row = [r for r in read_rows(path) if (r["posterior"], r["sampler"], r["chains"], r["seed"])
+                           == (name, sampler, str(chains), str(seed))]
+                    if row:
+                        r = row[-1]
+                        print(f"{name:26s} {sampler:15s} {chains:5d} seed {seed}: to 0.01 {_fmt(r['grads_to_x2_max'])} "
+                              f"grads, {_fmt(r['sequential_to_x2_max'])} sequential, {r['seconds_to_x2_max']} s "
+                              f"(compile {r['compile_seconds']} s); end b2 {float(r['x2_max_end']):.1e} "
+                              f"{r['note'][:60]}", flush=True)
+    rows = read_rows(path)
+    text = summary(rows, a.chains)
+    atomic_write_text(os.path.join(a.out, "summary.md"), text)
+    figure(a.out, rows, os.path.join(a.out, "yardstick.png"))
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    main()
