@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from steinax.metrics.posterior import squared_bias
-from steinax.posteriors.yardstick import BIASES, chees, meads, nuts, trace_chains
+from steinax.posteriors.yardstick import BIASES, chees, meads, numpyro_nuts, nuts, trace_chains, trace_from_draws
 
 D = 3
 SCALES = np.array([0.5, 1.0, 3.0])
@@ -43,7 +43,7 @@ def test_trace_matches_naive_running_sums():
         assert set(biases) == set(BIASES)
 
 
-@pytest.mark.parametrize("sampler", [nuts, chees, meads])
+@pytest.mark.parametrize("sampler", [nuts, numpyro_nuts, chees, meads])
 def test_peers_reach_the_threshold_on_a_gaussian(sampler):
     """NUTS, ChEES and MEADS on N(0, diag(0.25, 1, 9)), 32 chains, 300 warm-up and 400 steps: the pooled estimate's squared
     bias ends far below 0.01 (its floor for exact draws is 1 / 12800, and these kernels' ESS per step is at least a
@@ -54,5 +54,23 @@ def test_peers_reach_the_threshold_on_a_gaussian(sampler):
         tr = sampler(logp, init, jax.random.key(0), MOMENTS, 400, warmup=300)
     assert tr.biases["x2_max"][-1] < 2e-3
     assert np.isfinite(tr.cost("x2_max")) and tr.cost("x2_max", tuning=False) < tr.cost("x2_max")
-    assert tr.tuning["gradient_evaluations"] > 0 and tr.compile_seconds > 0
+    assert tr.tuning["gradient_evaluations"] > 0
+    assert tr.compile_seconds > 0 or tr.info.get("compilation") == "inside seconds"
     assert np.all(np.diff(tr.gradient_evaluations) > 0) and tr.sequential_steps[-1] <= tr.gradient_evaluations[-1]
+
+
+def test_trace_from_draws_matches_the_compiled_trace():
+    """The same draws give the same biases and costs whether traced in the loop or from stored chains."""
+    with jax.enable_x64(True):
+        chains, steps = 4, 25
+        x0 = jnp.zeros((chains, D))
+        key = jax.random.key(3)
+        _, biases, grads, seq, _, _ = trace_chains(_exact_step, x0, key, MOMENTS, steps, position=lambda s: s,
+                                                   gradients=lambda info: info)
+        draws = np.stack([np.asarray(jax.vmap(lambda k, x: _exact_step(k, x)[0])(jax.random.split(k, chains), x0))
+                          for k in jax.random.split(key, steps)])
+    b2, g2, s2 = trace_from_draws(np.swapaxes(draws, 0, 1), np.full((chains, steps), 2.0), MOMENTS)
+    for name in BIASES:
+        np.testing.assert_allclose(b2[name], biases[name], rtol=1e-10)
+    np.testing.assert_array_equal(g2, grads)
+    np.testing.assert_array_equal(s2, seq)

@@ -2,8 +2,9 @@
 as it runs, and the cost at which it falls below 0.01 (:mod:`steinax.posteriors.yardstick.trace`), for steinax and
 its peers (:mod:`steinax.posteriors.yardstick.mcmc`)."""
 
-from steinax.posteriors.yardstick.mcmc import chees, meads, nuts
+from steinax.posteriors.yardstick.mcmc import chees, meads, numpyro_nuts, nuts
 from steinax.posteriors.yardstick.pipeline import steinax_sample
-from steinax.posteriors.yardstick.trace import BIASES, Trace, trace_chains
+from steinax.posteriors.yardstick.trace import BIASES, Trace, trace_chains, trace_from_draws
 
-__all__ = ["BIASES", "Trace", "trace_chains", "nuts", "chees", "meads", "steinax_sample"]
+__all__ = ["BIASES", "Trace", "trace_chains", "nuts", "numpyro_nuts", "chees", "meads", "steinax_sample",
+           "trace_from_draws"]

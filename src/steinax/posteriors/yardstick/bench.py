@@ -13,13 +13,14 @@ import jax
 import numpy as np
 
 from steinax.metrics.posterior import reference_moments
-from steinax.posteriors.yardstick.mcmc import chees, meads, nuts
+from steinax.posteriors.yardstick.mcmc import chees, meads, numpyro_nuts, nuts
 from steinax.posteriors.yardstick.pipeline import steinax_sample
 from steinax.posteriors.yardstick.trace import Trace
 
 __all__ = ["SAMPLERS", "FIELDS", "run_one", "trace_row"]
 
-SAMPLERS = {"steinax.sample": steinax_sample, "nuts": nuts, "chees": chees, "meads": meads}
+SAMPLERS = {"steinax.sample": steinax_sample, "numpyro_nuts": numpyro_nuts, "nuts": nuts, "chees": chees,
+            "meads": meads}
 """The samplers by name: ``(target or log-density, init, key, moments, steps, warmup) -> Trace``."""
 
 FIELDS = ("posterior", "d", "chains", "sampler", "seed", "steps", "warmup", "grads_total", "grads_tuning",
@@ -34,9 +35,9 @@ def run_one(name: str, sampler: str, chains: int, seed: int = 0, steps: int = 20
 
     if sampler not in SAMPLERS:
         raise ValueError(f"`sampler` must be one of {sorted(SAMPLERS)}; received {sampler!r}")
-    post = get(name)
-    moments = reference_moments(post.reference())
-    with jax.enable_x64(True):
+    with jax.enable_x64(True):  # the posterior built inside: its data in float64 too
+        post = get(name)
+        moments = reference_moments(post.reference())
         key_init, key_run = jax.random.split(jax.random.key(seed))
         make = getattr(post.target, "init_particles", None)
         init = make(key_init, chains) if make is not None else post.init(key_init, chains)

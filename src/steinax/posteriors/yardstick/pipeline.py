@@ -88,7 +88,9 @@ def steinax_sample(target, init, rng_key, moments: dict, steps: int | None = Non
             checkpoint(_row(res.chains[:, :kept], moments, chains=res.chains[:, :kept]))
     biases = {name: np.asarray([r[name] for r in rows], np.float64) for name in BIASES}
     return Trace(sampler="steinax.sample", chains=int(np.shape(init)[0]), biases=biases,
-                 gradient_evaluations=np.asarray(grads), sequential_steps=np.asarray(seq), seconds=np.asarray(secs),
+                 gradient_evaluations=np.asarray(grads), sequential_steps=np.asarray(seq),
+                 seconds=np.maximum.accumulate(np.maximum(np.asarray(secs), 0.0)),  # stage clocks and compile events
+                 # are read apart: a stage that was all compilation must not give time back
                  tuning={"gradient_evaluations": 0.0, "sequential_steps": 0.0, "seconds": 0.0},
                  compile_seconds=sum(c for _, c in seconds["events"]),
                  info={"ok": bool(res.ok), "message": res.message, "wall": wall, "start": st["checks"].get("start")})

@@ -28,7 +28,7 @@ import numpy as np
 
 from steinax.metrics.posterior import BIAS_THRESHOLD, bias_of_estimates, cost_to_threshold
 
-__all__ = ["Trace", "trace_chains", "BIASES"]
+__all__ = ["Trace", "trace_chains", "trace_from_draws", "BIASES"]
 
 BIASES = ("x_mean", "x_max", "x2_mean", "x2_max", "chain_x2_mean", "chain_x2_max")
 """The trace's squared biases (module docstring), each ``[steps]``."""
@@ -113,6 +113,24 @@ def trace_chains(step, states, rng_key, moments: dict, steps: int, position=lamb
     (states, out), run_s = timed_run(compiled, states, rng_key)
     out = [np.asarray(o, np.float64) for o in out]
     return states, dict(zip(BIASES, out[:6])), np.cumsum(out[6]), np.cumsum(out[7]), compile_s, run_s
+
+
+def trace_from_draws(draws, gradients, moments: dict) -> tuple[dict, np.ndarray, np.ndarray]:
+    """The biases of :data:`BIASES` after every step of stored chains ``draws`` ``[chains, T, d]`` (a sampler run
+    outside a steinax scan, such as NumPyro's), with ``gradients`` ``[chains, T]`` each transition's gradient
+    evaluations: ``(biases {name: [T]}, cumulative gradient evaluations [T], cumulative sequential steps [T])``, as
+    :func:`trace_chains` computes them inside its loop."""
+    x = np.asarray(draws, np.float64)
+    g = np.asarray(gradients, np.float64)
+    chains, steps, _ = x.shape
+    k = np.arange(1, steps + 1)[:, None]
+    s1, s2 = np.cumsum(x, axis=1), np.cumsum(x * x, axis=1)  # [chains, T, d]
+    pooled = bias_of_estimates(s1.sum(0) / (k * chains), s2.sum(0) / (k * chains), moments)
+    per_chain = bias_of_estimates(s1 / k[None], s2 / k[None], {key: v[None, None] for key, v in moments.items()})
+    per_chain = per_chain["x2"].mean(0)
+    values = (pooled["x"].mean(1), pooled["x"].max(1), pooled["x2"].mean(1), pooled["x2"].max(1),
+              per_chain.mean(1), per_chain.max(1))
+    return dict(zip(BIASES, values)), np.cumsum(g.sum(0)), np.cumsum(g.max(0))
 
 
 def timed_compile(fn, *args):
