@@ -34,6 +34,14 @@ from _common import banner, pyplot, save_figure, save_npz_atomically  # noqa: E4
 HERE = os.path.dirname(os.path.abspath(__file__))
 KEY = ("posterior", "sampler", "chains", "seed")
 MANY_CHAIN = ("chees", "meads", "mams", "laps")
+PUBLISHED = {  # one chain, gradient evaluations to b2(x^2) < 0.01 after tuning, (mean over coordinates, worst):
+    # NUTS and MAMS, Robnik, Cohn-Gordon & Seljak, arXiv 2503.01707, as issue 50 quotes them
+    "item_response_theory": {"nuts": (5_848, 71_758), "mams": (3_806, 47_414)},
+    "german_sparse_logistic": {"nuts": (13_830, 110_828), "mams": (7_145, 63_807)},
+    "brownian_motion": {"nuts": (6_270, 33_462), "mams": (3_247, 18_649)},
+    "stochastic_volatility": {"nuts": (29_872, 1_628_519), "mams": (35_783, 482_668)},
+    "neals_funnel": {"nuts": (26_392, float("inf")), "mams": (96_921, 1_432_043)},
+}
 
 
 def _trace_path(out, name, sampler, chains, seed) -> str:
@@ -110,6 +118,24 @@ def summary(rows, chains_list) -> str:
                   f"sequential steps at most the best many-chain sampler's on {fewer_seq} of {seq_both} (goal: at "
                   "least a third).", ""]
     return "\n".join(lines) + "\n"
+
+
+def harness_check(rows) -> str:
+    """Our per-chain costs (the single-chain convention: b2 of each chain's own estimate averaged over chains,
+    gradient evaluations per chain, tuning apart) beside the published ones, where both exist."""
+    lines = ["### The harness against the published single-chain figures (gradient evaluations per chain to "
+             "b2(x^2) < 0.01, tuning apart; mean over coordinates / worst coordinate)", "",
+             "| posterior | d | sampler | chains x steps | ours | published | ratio (mean / worst) |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        pub = PUBLISHED.get(r["posterior"], {}).get("mams" if r["sampler"] == "mams" else
+                                                    "nuts" if r["sampler"] in ("nuts", "numpyro_nuts") else "")
+        if pub is None:
+            continue
+        ours = (float(r["chain_grads_to_x2_mean"]), float(r["chain_grads_to_x2_max"]))
+        ratio = " / ".join(f"{o / p:.2f}" if np.isfinite(o) and np.isfinite(p) else "-" for o, p in zip(ours, pub))
+        lines.append(f"| {r['posterior']} | {r['d']} | {r['sampler']} | {r['chains']} x {r['steps']} | "
+                     f"{_fmt(ours[0])} / {_fmt(ours[1])} | {_fmt(pub[0])} / {_fmt(pub[1])} | {ratio} |")
+    return "\n".join(lines) + "\n" if len(lines) > 4 else ""
 
 
 def figure(out, rows, path) -> None:
@@ -197,7 +223,7 @@ def main(argv=None):
                               f"(compile {r['compile_seconds']} s); end b2 {float(r['x2_max_end']):.1e} "
                               f"{r['note'][:60]}", flush=True)
     rows = read_rows(path)
-    text = summary(rows, a.chains)
+    text = summary(rows, sorted({int(r["chains"]) for r in rows})) + "\n" + harness_check(rows)
     atomic_write_text(os.path.join(a.out, "summary.md"), text)
     figure(a.out, rows, os.path.join(a.out, "yardstick.png"))
     print(text)

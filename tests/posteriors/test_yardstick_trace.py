@@ -19,33 +19,40 @@ def _exact_step(key, x):
     return jax.random.normal(key, x.shape, x.dtype) * jnp.asarray(SCALES, x.dtype), jnp.asarray(2.0)
 
 
-def test_trace_matches_naive_running_sums():
+def _traced_exact_draws(chains: int, steps: int, seed: int):
+    """The compiled trace of exact draws, and the same draws replayed ``[steps, chains, d]`` (the scan splits the key
+    into one key per step, then one per chain)."""
     with jax.enable_x64(True):
-        chains, steps = 5, 40
         x0 = jnp.zeros((chains, D))
-        key = jax.random.key(0)
+        key = jax.random.key(seed)
         _, biases, grads, seq, _, _ = trace_chains(_exact_step, x0, key, MOMENTS, steps, position=lambda s: s,
                                                    gradients=lambda info: info)
-        # the same draws, replayed: the scan splits the key into one key per step, then one per chain
         draws = np.stack([np.asarray(jax.vmap(lambda k, x: _exact_step(k, x)[0])(jax.random.split(k, chains), x0))
-                          for k in jax.random.split(key, steps)])  # [steps, chains, d]
-        for t in (0, 9, steps - 1):
-            pooled = squared_bias(draws[: t + 1].reshape(-1, D), MOMENTS)
-            assert biases["x_mean"][t] == pytest.approx(pooled["x"].mean(), rel=1e-10)
-            assert biases["x_max"][t] == pytest.approx(pooled["x"].max(), rel=1e-10)
-            assert biases["x2_mean"][t] == pytest.approx(pooled["x2"].mean(), rel=1e-10)
-            assert biases["x2_max"][t] == pytest.approx(pooled["x2"].max(), rel=1e-10)
-            per_chain = np.mean([squared_bias(draws[: t + 1, c], MOMENTS)["x2"] for c in range(chains)], axis=0)
-            assert biases["chain_x2_mean"][t] == pytest.approx(per_chain.mean(), rel=1e-10)
-            assert biases["chain_x2_max"][t] == pytest.approx(per_chain.max(), rel=1e-10)
-        np.testing.assert_array_equal(grads, 2.0 * chains * np.arange(1, steps + 1))
-        np.testing.assert_array_equal(seq, 2.0 * np.arange(1, steps + 1))
-        assert set(biases) == set(BIASES)
+                          for k in jax.random.split(key, steps)])
+    return biases, grads, seq, draws
 
 
+def test_trace_matches_naive_running_sums():
+    chains, steps = 5, 40
+    biases, grads, seq, draws = _traced_exact_draws(chains, steps, 0)
+    for t in (0, 9, steps - 1):
+        pooled = squared_bias(draws[: t + 1].reshape(-1, D), MOMENTS)
+        assert biases["x_mean"][t] == pytest.approx(pooled["x"].mean(), rel=1e-10)
+        assert biases["x_max"][t] == pytest.approx(pooled["x"].max(), rel=1e-10)
+        assert biases["x2_mean"][t] == pytest.approx(pooled["x2"].mean(), rel=1e-10)
+        assert biases["x2_max"][t] == pytest.approx(pooled["x2"].max(), rel=1e-10)
+        per_chain = np.mean([squared_bias(draws[: t + 1, c], MOMENTS)["x2"] for c in range(chains)], axis=0)
+        assert biases["chain_x2_mean"][t] == pytest.approx(per_chain.mean(), rel=1e-10)
+        assert biases["chain_x2_max"][t] == pytest.approx(per_chain.max(), rel=1e-10)
+    np.testing.assert_array_equal(grads, 2.0 * chains * np.arange(1, steps + 1))
+    np.testing.assert_array_equal(seq, 2.0 * np.arange(1, steps + 1))
+    assert set(biases) == set(BIASES)
+
+
+@pytest.mark.slow  # about 40 s of compilation for the four
 @pytest.mark.parametrize("sampler", [nuts, numpyro_nuts, chees, meads])
 def test_peers_reach_the_threshold_on_a_gaussian(sampler):
-    """NUTS, ChEES and MEADS on N(0, diag(0.25, 1, 9)), 32 chains, 300 warm-up and 400 steps: the pooled estimate's squared
+    """BlackJAX NUTS, NumPyro NUTS (4 of the chains), ChEES and MEADS on N(0, diag(0.25, 1, 9)), 32 chains, 300 warm-up and 400 steps: the pooled estimate's squared
     bias ends far below 0.01 (its floor for exact draws is 1 / 12800, and these kernels' ESS per step is at least a
     tenth of that), its cost is finite and counted after tuning, and tuning's cost is reported apart."""
     logp = lambda x: -0.5 * jnp.sum((x / SCALES) ** 2)
@@ -61,14 +68,8 @@ def test_peers_reach_the_threshold_on_a_gaussian(sampler):
 
 def test_trace_from_draws_matches_the_compiled_trace():
     """The same draws give the same biases and costs whether traced in the loop or from stored chains."""
-    with jax.enable_x64(True):
-        chains, steps = 4, 25
-        x0 = jnp.zeros((chains, D))
-        key = jax.random.key(3)
-        _, biases, grads, seq, _, _ = trace_chains(_exact_step, x0, key, MOMENTS, steps, position=lambda s: s,
-                                                   gradients=lambda info: info)
-        draws = np.stack([np.asarray(jax.vmap(lambda k, x: _exact_step(k, x)[0])(jax.random.split(k, chains), x0))
-                          for k in jax.random.split(key, steps)])
+    chains, steps = 4, 25
+    biases, grads, seq, draws = _traced_exact_draws(chains, steps, 3)
     b2, g2, s2 = trace_from_draws(np.swapaxes(draws, 0, 1), np.full((chains, steps), 2.0), MOMENTS)
     for name in BIASES:
         np.testing.assert_allclose(b2[name], biases[name], rtol=1e-10)
