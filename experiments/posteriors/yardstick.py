@@ -61,10 +61,17 @@ def run_one(args, name, sampler, chains, seed, path) -> None:
     append_row(path, trace_row(trace, name, get(name).dim, seed, args.steps, args.warmup,
                                note=str(trace.info.get("message", ""))[:200]), FIELDS, KEY)
     t = trace.tuning
+    keep = _log_spaced(len(trace.gradient_evaluations))  # for the figure; the row holds the exact costs
     save_npz_atomically(_trace_path(args.out, name, sampler, chains, seed),
-                        {"gradient_evaluations": trace.gradient_evaluations + t["gradient_evaluations"],
-                         "sequential_steps": trace.sequential_steps + t["sequential_steps"],
-                         "seconds": trace.seconds + t["seconds"], **trace.biases})
+                        {"gradient_evaluations": (trace.gradient_evaluations + t["gradient_evaluations"])[keep],
+                         "sequential_steps": (trace.sequential_steps + t["sequential_steps"])[keep],
+                         "seconds": (trace.seconds + t["seconds"])[keep],
+                         **{k: v[keep] for k, v in trace.biases.items()}})
+
+
+def _log_spaced(n: int, points: int = 300) -> np.ndarray:
+    """At most ``points`` indices of ``range(n)``, log-spaced, the first and last included."""
+    return np.unique(np.concatenate([np.geomspace(1, n, points).astype(int) - 1, [n - 1]]))
 
 
 def timed_out_row(name, sampler, chains, seed, args) -> dict:
