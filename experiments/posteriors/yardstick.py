@@ -111,8 +111,11 @@ def summary(rows, chains_list) -> str:
             cells = []
             for s in samplers:
                 rs = by.get((name, s), [])
-                cells.append("" if not rs else f"{_fmt(med(rs, 'grads_to_x2_max'))} / {_fmt(med(rs, 'sequential_to_x2_max'))}"
-                             f" / {_fmt(med(rs, 'seconds_to_x2_max'))}")
+                if rs and all(r["note"].startswith("stopped") for r in rs):
+                    cells.append("over the time cap")
+                else:
+                    cells.append("" if not rs else f"{_fmt(med(rs, 'grads_to_x2_max'))} / "
+                                 f"{_fmt(med(rs, 'sequential_to_x2_max'))} / {_fmt(med(rs, 'seconds_to_x2_max'))}")
             d = next(r["d"] for r in sub if r["posterior"] == name)
             lines.append(f"| {name} | {d} | " + " | ".join(cells) + " |")
             ours, theirs = by.get((name, "steinax.sample")), by.get((name, "nuts"))
