@@ -24,7 +24,7 @@ import numpy as np
 from steinax._io import append_row, atomic_write_text, check_output, read_rows
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner, pyplot, save_figure  # noqa: E402
+from _common import banner, pyplot, save_figure
 
 DEFAULT = ("german_logistic", "gp_classification", "eight_schools_centered", "eight_schools_noncentered",
            "lake_huron_trend", "mtcars_regression")
@@ -74,8 +74,8 @@ def measure(name: str, method: str, seed: int) -> dict:
 
 
 def summary(rows) -> str:
-    lines = ["| posterior | d | sample: wall / compile / rest (s), programs | NUTS: wall / compile / rest (s), programs "
-             "| wall, sample / NUTS | rest, sample / NUTS |", "|---|---|---|---|---|---|"]
+    lines = [("| posterior | d | sample: wall / compile / rest (s), programs | NUTS: wall / compile / rest (s), programs "
+             "| wall, sample / NUTS | rest, sample / NUTS |"), "|---|---|---|---|---|---|"]
     by = {(r["posterior"], r["method"]): r for r in rows}
     for name in dict.fromkeys(r["posterior"] for r in rows):
         s, n = by.get((name, "sample")), by.get((name, "nuts"))

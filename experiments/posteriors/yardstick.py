@@ -18,7 +18,6 @@ of converged chains is below 0.01 at both counts; the cost of reaching it is the
 """
 
 import argparse
-import collections
 import os
 import subprocess
 import sys
@@ -29,23 +28,12 @@ import numpy as np
 from steinax._io import append_row, atomic_write_text, check_output, read_rows
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner, pyplot, save_figure, save_npz_atomically  # noqa: E402
+from _common import banner, pyplot, save_figure, save_npz_atomically
+
+from steinax.posteriors.yardstick.bench import fmt_cost, harness_check, summary
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-KEY = ("posterior", "sampler", "chains", "seed")
-MANY_CHAIN = ("chees", "meads", "mams", "laps")
-PUBLISHED = {  # one chain, gradient evaluations to b2(x^2) < 0.01 after tuning, (mean over coordinates, worst):
-    # NUTS and MAMS, Robnik, Cohn-Gordon & Seljak, arXiv 2503.01707, as issue 50 quotes them
-    "item_response_theory": {"nuts": (5_848, 71_758), "mams": (3_806, 47_414)},
-    "german_sparse_logistic": {"nuts": (13_830, 110_828), "mams": (7_145, 63_807)},
-    "brownian_motion": {"nuts": (6_270, 33_462), "mams": (3_247, 18_649)},
-    "stochastic_volatility": {"nuts": (29_872, 1_628_519), "mams": (35_783, 482_668)},
-    "neals_funnel": {"nuts": (26_392, float("inf")), "mams": (96_921, 1_432_043)},
-}
-PUBLISHED_DIM = {"item_response_theory": 501, "german_sparse_logistic": 51, "brownian_motion": 32,
-                 "stochastic_volatility": 2519, "neals_funnel": None}
-"""The inference gym's dimension of each published posterior (SV: the S&P 500 series, 2516 days and 3 parameters;
-the funnel's is not recorded here). Only where it equals ours is the comparison like for like."""
+from steinax.posteriors.yardstick.bench import KEY
 
 
 def _trace_path(out, name, sampler, chains, seed) -> str:
@@ -55,7 +43,8 @@ def _trace_path(out, name, sampler, chains, seed) -> str:
 def run_one(args, name, sampler, chains, seed, path) -> None:
     """In this process: the run, its row and its trace written."""
     from steinax.posteriors import get
-    from steinax.posteriors.yardstick.bench import FIELDS, run_one as run, trace_row
+    from steinax.posteriors.yardstick.bench import FIELDS, trace_row
+    from steinax.posteriors.yardstick.bench import run_one as run
 
     trace = run(name, sampler, chains, seed, args.steps, args.warmup)
     append_row(path, trace_row(trace, name, get(name).dim, seed, args.steps, args.warmup,
@@ -84,74 +73,6 @@ def timed_out_row(name, sampler, chains, seed, args) -> dict:
                 "chain_grads_to_x2_mean", "chain_grads_to_x2_max")},
             **{k: float("nan") for k in ("x2_max_end", "x2_mean_end", "chain_x2_max_end")},
             "note": f"stopped: over the {args.timeout} s cap"}
-
-
-def _fmt(v) -> str:
-    v = float(v)
-    return "not reached" if not np.isfinite(v) else f"{v:,.0f}"
-
-
-def summary(rows, chains_list) -> str:
-    """The tables (cost to 0.01 in the worst coordinate's E[x^2], tuning included) and the goal's counts."""
-    lines = []
-    for chains in chains_list:
-        sub = [r for r in rows if int(r["chains"]) == chains]
-        samplers = list(dict.fromkeys(r["sampler"] for r in sub))
-        if not sub:
-            continue
-        by = collections.defaultdict(list)
-        for r in sub:
-            by[(r["posterior"], r["sampler"])].append(r)
-        med = lambda rs, k: float(np.median([float(r[k]) for r in rs])) if rs else float("nan")
-        lines += [f"### {chains} chains (particles): gradient evaluations / sequential steps / seconds to b2(x^2) "
-                  "< 0.01, worst coordinate, tuning included (median over seeds)", "",
-                  "| posterior | d | " + " | ".join(samplers) + " |", "|---|---|" + "---|" * len(samplers)]
-        reach = fewer = fewer_seq = both = seq_both = 0
-        for name in dict.fromkeys(r["posterior"] for r in sub):
-            cells = []
-            for s in samplers:
-                rs = by.get((name, s), [])
-                if rs and all(r["note"].startswith("stopped") for r in rs):
-                    cells.append("over the time cap")
-                else:
-                    cells.append("" if not rs else f"{_fmt(med(rs, 'grads_to_x2_max'))} / "
-                                 f"{_fmt(med(rs, 'sequential_to_x2_max'))} / {_fmt(med(rs, 'seconds_to_x2_max'))}")
-            d = next(r["d"] for r in sub if r["posterior"] == name)
-            lines.append(f"| {name} | {d} | " + " | ".join(cells) + " |")
-            ours, theirs = by.get((name, "steinax.sample")), by.get((name, "nuts"))
-            if ours and theirs and np.isfinite(med(theirs, "grads_to_x2_max")):
-                both += 1
-                reach += np.isfinite(med(ours, "grads_to_x2_max"))
-                fewer += med(ours, "grads_to_x2_max") <= med(theirs, "grads_to_x2_max")
-            many = [med(by[(name, s)], "sequential_to_x2_max") for s in MANY_CHAIN if by.get((name, s))]
-            if ours and many:
-                seq_both += 1
-                fewer_seq += med(ours, "sequential_to_x2_max") <= min(many)
-        lines += ["", f"Goal at {chains}: steinax.sample reaches 0.01 on {reach} of the {both} posteriors where NUTS "
-                  f"does, with gradient evaluations at most NUTS's on {fewer} of {both} (goal: at least half); "
-                  f"sequential steps at most the best many-chain sampler's on {fewer_seq} of {seq_both} (goal: at "
-                  "least a third).", ""]
-    return "\n".join(lines) + "\n"
-
-
-def harness_check(rows) -> str:
-    """Our per-chain costs (the single-chain convention: b2 of each chain's own estimate averaged over chains,
-    gradient evaluations per chain, tuning apart) beside the published ones, where both exist."""
-    lines = ["### The harness against the published single-chain figures (gradient evaluations per chain to "
-             "b2(x^2) < 0.01, tuning apart; mean over coordinates / worst coordinate)", "",
-             "| posterior | d (published) | sampler | chains x steps | ours | published | ratio (mean / worst) |",
-             "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        pub = PUBLISHED.get(r["posterior"], {}).get("mams" if r["sampler"] == "mams" else
-                                                    "nuts" if r["sampler"] in ("nuts", "numpyro_nuts") else "")
-        if pub is None:
-            continue
-        ours = (float(r["chain_grads_to_x2_mean"]), float(r["chain_grads_to_x2_max"]))
-        ratio = " / ".join(f"{o / p:.2f}" if np.isfinite(o) and np.isfinite(p) else "-" for o, p in zip(ours, pub))
-        pd = PUBLISHED_DIM.get(r["posterior"])
-        lines.append(f"| {r['posterior']} | {r['d']} ({pd if pd else 'not recorded'}) | {r['sampler']} | {r['chains']} x {r['steps']} | "
-                     f"{_fmt(ours[0])} / {_fmt(ours[1])} | {_fmt(pub[0])} / {_fmt(pub[1])} | {ratio} |")
-    return "\n".join(lines) + "\n" if len(lines) > 4 else ""
 
 
 def figure(out, rows, path) -> None:
@@ -234,8 +155,8 @@ def main(argv=None):
                            == (name, sampler, str(chains), str(seed))]
                     if row:
                         r = row[-1]
-                        print(f"{name:26s} {sampler:15s} {chains:5d} seed {seed}: to 0.01 {_fmt(r['grads_to_x2_max'])} "
-                              f"grads, {_fmt(r['sequential_to_x2_max'])} sequential, {r['seconds_to_x2_max']} s "
+                        print(f"{name:26s} {sampler:15s} {chains:5d} seed {seed}: to 0.01 {fmt_cost(r['grads_to_x2_max'])} "
+                              f"grads, {fmt_cost(r['sequential_to_x2_max'])} sequential, {r['seconds_to_x2_max']} s "
                               f"(compile {r['compile_seconds']} s); end b2 {float(r['x2_max_end']):.1e} "
                               f"{r['note'][:60]}", flush=True)
     rows = read_rows(path)

@@ -72,3 +72,25 @@ def test_demo_names_an_unknown_posterior_before_running_anything(capsys):
     assert main(["demo", "--posterior", "mtcars", "--out", ""]) == 2
     err = capsys.readouterr().err
     assert "`--posterior` must be 'none' or one of" in err and "mtcars_regression" in err and "'mtcars'" in err
+
+
+def test_bench_yardstick_refuses_bad_arguments_before_any_run(tmp_path, capsys):
+    """An unknown sampler, a bad chain count or an unknown posterior is refused, naming the argument, with nothing
+    written."""
+    out = tmp_path / "y"
+    assert main(["bench", "posteriors", "--yardstick", "--methods", "mams", "--out", str(out)]) == 2
+    assert "`--methods`: 'mams'" in capsys.readouterr().err
+    assert main(["bench", "posteriors", "--yardstick", "--chains", "256,x", "--out", str(out)]) == 2
+    assert "`--chains`" in capsys.readouterr().err
+    assert main(["bench", "posteriors", "--yardstick", "--datasets", "bananas", "--out", str(out)]) == 2
+    assert not out.exists()
+
+
+@pytest.mark.slow  # a few compilations
+def test_bench_yardstick_quick_run(tmp_path, capsys):
+    out = tmp_path / "y"
+    assert main(["bench", "posteriors", "--yardstick", "--quick", "--datasets", "banana", "--methods", "chees,meads",
+                 "--chains", "8", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "| banana | 2 |" in text and "Goal at 8" in text
+    assert (out / "results.csv").exists() and (out / "summary.md").exists()

@@ -4,7 +4,12 @@ cost at which a trace falls below 0.01 and stays there."""
 import numpy as np
 import pytest
 
-from steinax.metrics.posterior import BIAS_THRESHOLD, cost_to_threshold, reference_moments, squared_bias
+from steinax.metrics.posterior import (
+    BIAS_THRESHOLD,
+    cost_to_threshold,
+    reference_moments,
+    squared_bias,
+)
 from steinax.posteriors import Reference
 
 

@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 
 from steinax.metrics.posterior import squared_bias
-from steinax.posteriors.yardstick import BIASES, chees, meads, numpyro_nuts, nuts, trace_chains, trace_from_draws
+from steinax.posteriors.yardstick import (
+    BIASES,
+    chees,
+    meads,
+    numpyro_nuts,
+    nuts,
+    trace_chains,
+    trace_from_draws,
+)
 
 D = 3
 SCALES = np.array([0.5, 1.0, 3.0])

@@ -457,13 +457,16 @@ def _names(text: str) -> list[str]:
 
 
 def _posteriors_command(args) -> int:
-    """``steinax bench posteriors``: the suite's table (``--quick``: 1 seed, 1000 steps, a few posteriors)."""
+    """``steinax bench posteriors``: the suite's table (``--quick``: 1 seed, 1000 steps, a few posteriors), or with
+    ``--yardstick`` the samplers' yardstick."""
     from steinax.posteriors import NAMES
     from steinax.posteriors.suite import METHODS, SuiteSettings, run_suite
 
     quick = args.quick
     names = _names(args.datasets) if args.datasets else (
         ["eight_schools_noncentered", "german_logistic", "banana", "ill_conditioned_gaussian"] if quick else list(NAMES))
+    if args.yardstick:
+        return _yardstick_command(args, names)
     methods = _names(args.methods) if args.methods else list(METHODS)
     from steinax.posteriors import get
 
@@ -478,6 +481,33 @@ def _posteriors_command(args) -> int:
     run_suite(names, methods, seeds, args.out, settings)
     with open(os.path.join(args.out, "summary.md")) as f:
         print(f.read())
+    return 0
+
+
+def _yardstick_command(args, names) -> int:
+    """``steinax bench posteriors --yardstick``: :func:`steinax.posteriors.yardstick.bench.run_table` in this process
+    (``experiments/posteriors/yardstick.py`` runs the same jobs each in a fresh process, with a time cap)."""
+    from steinax.posteriors import get
+    from steinax.posteriors.yardstick.bench import SAMPLERS, run_table
+
+    samplers = _names(args.methods) if args.methods else list(SAMPLERS)
+    for s in samplers:
+        if s not in SAMPLERS:
+            raise ValueError(f"`--methods`: {s!r} is not one of the yardstick's samplers {list(SAMPLERS)}")
+    try:
+        chains = [int(c) for c in _names(args.chains or ("16" if args.quick else "256,1024"))]
+    except ValueError:
+        raise ValueError(f"`--chains` must be comma-separated integers; received {args.chains!r}") from None
+    if any(c < 2 for c in chains):
+        raise ValueError(f"`--chains` must be integers >= 2; received {args.chains!r}")
+    for name in names:
+        get(name)  # an unknown name is refused before any run
+    steps = args.steps or (20 if args.quick else 200)
+    warmup = 30 if args.quick else 1000
+    seeds = args.seeds if args.seeds is not None else 1
+    print(f"yardstick: {len(names)} posteriors x {len(samplers)} samplers x chains {chains} x {seeds} seeds; "
+          f"MCMC peers {warmup} adaptation steps then {steps} transitions", flush=True)
+    print(run_table(names, samplers, chains, seeds, args.out, steps=steps, warmup=warmup))
     return 0
 
 
@@ -599,6 +629,11 @@ def _bench_parser(sub) -> None:
     p_bench.add_argument("--bandwidth", type=float, default=None, help="fixed RBF bandwidth for svgd and cc_svgd")
     p_bench.add_argument("--sgld-step", type=float, default=None, help="SGLD step size")
     p_bench.add_argument("--psgld-step", type=float, default=None, help="pSGLD step size")
+    p_bench.add_argument("--yardstick", action="store_true",
+                         help="posteriors: the samplers' yardstick instead (gradient evaluations, sequential steps and "
+                              "seconds to b2(x^2) < 0.01; steinax.posteriors.yardstick); --methods then names samplers "
+                              "(steinax.sample, numpyro_nuts, nuts, chees, meads), --steps the MCMC peers' transitions")
+    p_bench.add_argument("--chains", default=None, help="--yardstick: comma-separated chain counts (default 256,1024)")
 
 
 def main(argv=None) -> int:

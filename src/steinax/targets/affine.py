@@ -50,13 +50,13 @@ class AffineMap(eqx.Module):
                              f"{tuple(matrix.shape)}")
 
     @classmethod
-    def from_moments(cls, mean, cov) -> "AffineMap":
+    def from_moments(cls, mean, cov) -> AffineMap:
         """The map of ``N(mean, cov)`` to ``N(0, I)``: ``L`` the Cholesky factor of ``cov`` (symmetrised; a matrix
         that is not positive definite raises, naming its smallest eigenvalue)."""
         return _checked(cls(*_factor(jnp.asarray(mean), jnp.asarray(cov))), cov)
 
     @classmethod
-    def from_particles(cls, particles, ridge: float = 1e-6) -> "AffineMap":
+    def from_particles(cls, particles, ridge: float = 1e-6) -> AffineMap:
         """The particles' mean and covariance. With no more particles than dimensions the sample covariance is
         singular, and ``ridge`` times its mean diagonal is added; otherwise nothing is (a ridge ``c I`` would make the
         map depend on the coordinate axes: the map of linearly reparameterised particles would not be the
@@ -64,7 +64,7 @@ class AffineMap(eqx.Module):
         mean, cov = _moments(jnp.asarray(particles), ridge)
         return cls.from_moments(mean, cov)
 
-    def compose(self, inner: "AffineMap") -> "AffineMap":
+    def compose(self, inner: AffineMap) -> AffineMap:
         """The map ``z -> self.forward(inner.forward(z))``: shift ``self.forward(inner.shift)``, matrix
         ``self.matrix @ inner.matrix`` (lower triangular with a positive diagonal, as both are)."""
         if not isinstance(inner, AffineMap) or inner.dim != self.dim:
@@ -72,7 +72,7 @@ class AffineMap(eqx.Module):
                              f"{getattr(inner, 'dim', type(inner).__name__)}")
         return _compose(self, inner)
 
-    def refit(self, particles) -> "AffineMap":
+    def refit(self, particles) -> AffineMap:
         """This map composed with the particles' own mean and covariance in its coordinates, the covariance shrunk
         toward this map's (the identity there) with weight ``d / (n + d)``: ``n`` particles see at most ``n - 1``
         directions, and a direction they do not see keeps the scale this map gave it instead of a ridge's.

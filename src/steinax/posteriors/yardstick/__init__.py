@@ -4,7 +4,21 @@ its peers (:mod:`steinax.posteriors.yardstick.mcmc`)."""
 
 from steinax.posteriors.yardstick.mcmc import chees, meads, numpyro_nuts, nuts
 from steinax.posteriors.yardstick.pipeline import steinax_sample
-from steinax.posteriors.yardstick.trace import BIASES, Trace, trace_chains, trace_from_draws
+from steinax.posteriors.yardstick.trace import (
+           BIASES,
+           Trace,
+           trace_chains,
+           trace_from_draws,
+)
 
-__all__ = ["BIASES", "Trace", "trace_chains", "nuts", "numpyro_nuts", "chees", "meads", "steinax_sample",
-           "trace_from_draws"]
+__all__ = [
+           "BIASES",
+           "Trace",
+           "chees",
+           "meads",
+           "numpyro_nuts",
+           "nuts",
+           "steinax_sample",
+           "trace_chains",
+           "trace_from_draws",
+]

@@ -22,9 +22,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from steinax.posteriors.yardstick.trace import Trace, timed_compile, timed_run, trace_chains, trace_from_draws
+from steinax.posteriors.yardstick.trace import (
+    Trace,
+    timed_compile,
+    timed_run,
+    trace_chains,
+    trace_from_draws,
+)
 
-__all__ = ["nuts", "numpyro_nuts", "chees", "meads"]
+__all__ = ["chees", "meads", "numpyro_nuts", "nuts"]
 
 
 def _tuning(n_int, seconds: float) -> dict:

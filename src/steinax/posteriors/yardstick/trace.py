@@ -26,9 +26,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from steinax.metrics.posterior import BIAS_THRESHOLD, bias_of_estimates, cost_to_threshold
+from steinax.metrics.posterior import (
+    BIAS_THRESHOLD,
+    bias_of_estimates,
+    cost_to_threshold,
+)
 
-__all__ = ["Trace", "trace_chains", "trace_from_draws", "BIASES"]
+__all__ = ["BIASES", "Trace", "trace_chains", "trace_from_draws"]
 
 BIASES = ("x_mean", "x_max", "x2_mean", "x2_max", "chain_x2_mean", "chain_x2_max")
 """The trace's squared biases (module docstring), each ``[steps]``."""
