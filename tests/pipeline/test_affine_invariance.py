@@ -48,6 +48,7 @@ def test_a_linear_reparameterisation_does_not_change_the_answer():
     assert _runs(None, whiten=True) < 1e-9
 
 
+@pytest.mark.slow  # the negative control (7 s): kept out of the default suite for its 10-minute budget
 @pytest.mark.parametrize("optimizer, whiten", [(optax.adam(0.05), True), (None, False)], ids=["adam", "unwhitened"])
 def test_coordinate_wise_steps_or_no_whitening_do_change_it(optimizer, whiten):
     assert _runs(optimizer if whiten else steinax.particles.optim.default_optimizer(), whiten) > 1e-3
