@@ -83,3 +83,18 @@ def test_trace_from_draws_matches_the_compiled_trace():
         np.testing.assert_allclose(b2[name], biases[name], rtol=1e-10)
     np.testing.assert_array_equal(g2, grads)
     np.testing.assert_array_equal(s2, seq)
+
+
+@pytest.mark.slow  # 12 s of compilation
+def test_pathfinder_is_one_checkpoint_of_its_normal():
+    """On a Gaussian Pathfinder's normal is exact: 400 draws give a squared bias near 1/400 (below 0.02 for the worst
+    of 3 coordinates: a chi^2_1 / 400 above 0.02 has probability below 0.5%), at one checkpoint costing its L-BFGS
+    iterates."""
+    from steinax.posteriors.yardstick import pathfinder
+
+    logp = lambda x: -0.5 * jnp.sum((x / SCALES) ** 2)
+    with jax.enable_x64(True):
+        init = jax.random.normal(jax.random.key(1), (400, D))
+        tr = pathfinder(logp, init, jax.random.key(0), MOMENTS)
+    assert tr.biases["x2_max"].shape == (1,) and tr.biases["x2_max"][0] < 0.02
+    assert tr.gradient_evaluations[0] >= 1 and np.isnan(tr.biases["chain_x2_max"][0])

@@ -19,11 +19,12 @@ from steinax.metrics.posterior import reference_moments
 from steinax.posteriors.yardstick.mcmc import chees, meads, numpyro_nuts, nuts
 from steinax.posteriors.yardstick.pipeline import steinax_sample
 from steinax.posteriors.yardstick.trace import Trace
+from steinax.posteriors.yardstick.vi import pathfinder
 
 __all__ = ["FIELDS", "PUBLISHED", "SAMPLERS", "harness_check", "run_one", "run_table", "summary", "trace_row"]
 
 SAMPLERS = {"steinax.sample": steinax_sample, "numpyro_nuts": numpyro_nuts, "nuts": nuts, "chees": chees,
-            "meads": meads}
+            "meads": meads, "pathfinder": pathfinder}
 """The samplers by name: ``(target or log-density, init, key, moments, steps, warmup) -> Trace``."""
 
 FIELDS = ("posterior", "d", "chains", "sampler", "seed", "steps", "warmup", "grads_total", "grads_tuning",
