@@ -48,7 +48,7 @@ def run_one(args, name, sampler, chains, seed, path) -> None:
 
     trace = run(name, sampler, chains, seed, args.steps, args.warmup)
     append_row(path, trace_row(trace, name, get(name).dim, seed, args.steps, args.warmup,
-                               note=str(trace.info.get("message", ""))[:200]), FIELDS, KEY)
+                               note=str(trace.info.get("message", ""))[:200], chains=chains), FIELDS, KEY)
     t = trace.tuning
     keep = _log_spaced(len(trace.gradient_evaluations))  # for the figure; the row holds the exact costs
     save_npz_atomically(_trace_path(args.out, name, sampler, chains, seed),
