@@ -32,8 +32,7 @@ METHODS = ("sample", "nuts")
 FIELDS = ("posterior", "d", "seed", "method", "wall_s", "compile_s", "run_s", "programs", "mean_error_max")
 KEY = ("posterior", "seed", "method")
 HERE = os.path.dirname(os.path.abspath(__file__))
-COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
-                  "/jax/core/compile/backend_compile_duration")
+from steinax.posteriors.yardstick.pipeline import COMPILE_EVENTS  # noqa: E402  (JAX's compilation events)
 
 
 def measure(name: str, method: str, seed: int) -> dict:

@@ -33,10 +33,11 @@ def _traced_exact_draws(chains: int, steps: int, seed: int):
     with jax.enable_x64(True):
         x0 = jnp.zeros((chains, D))
         key = jax.random.key(seed)
-        _, biases, grads, seq, _, _ = trace_chains(_exact_step, x0, key, MOMENTS, steps, position=lambda s: s,
+        _, biases, grads, seq, _, _, nonfinite = trace_chains(_exact_step, x0, key, MOMENTS, steps, position=lambda s: s,
                                                    gradients=lambda info: info)
         draws = np.stack([np.asarray(jax.vmap(lambda k, x: _exact_step(k, x)[0])(jax.random.split(k, chains), x0))
                           for k in jax.random.split(key, steps)])
+    assert nonfinite is None
     return biases, grads, seq, draws
 
 
@@ -98,3 +99,16 @@ def test_pathfinder_is_one_checkpoint_of_its_normal():
         tr = pathfinder(logp, init, jax.random.key(0), MOMENTS)
     assert tr.biases["x2_max"].shape == (1,) and tr.biases["x2_max"][0] < 0.02
     assert tr.gradient_evaluations[0] >= 1 and np.isnan(tr.biases["chain_x2_max"][0])
+
+
+def test_a_chain_gone_non_finite_is_named_with_its_transition():
+    """A kernel whose positions turn NaN from the 7th transition: the trace says so (never a silent 'not reached')."""
+    def step(key, s):
+        x, t = s
+        t = t + 1
+        return (jnp.where(t >= 7, jnp.nan, jax.random.normal(key, x.shape, x.dtype)), t), jnp.asarray(1.0)
+
+    with jax.enable_x64(True):
+        out = trace_chains(step, (jnp.zeros((3, D)), jnp.zeros(3)), jax.random.key(0), MOMENTS, 10,
+                           position=lambda s: s[0], gradients=lambda info: info)
+    assert out[-1] == 7 and np.isnan(out[1]["x2_max"][-1])

@@ -58,6 +58,8 @@ def trace_row(trace: Trace, name: str, d: int, seed: int, steps: int, warmup: in
     t = trace.tuning
     if chains is not None and chains != trace.chains:
         note = f"ran {trace.chains} chains; {note}"
+    if trace.info.get("nonfinite_step") is not None:  # never silent: the costs are then "not reached"
+        note = f"non-finite positions from transition {trace.info['nonfinite_step']}; {note}"
     return {"posterior": name, "d": d, "chains": chains or trace.chains, "sampler": trace.sampler, "seed": seed, "steps": steps,
             "warmup": warmup, "grads_total": float(trace.gradient_evaluations[-1] + t["gradient_evaluations"]),
             "grads_tuning": float(t["gradient_evaluations"]),

@@ -40,11 +40,14 @@ def _tuning(n_int, seconds: float) -> dict:
             "seconds": seconds}
 
 
-def _trace(sampler, step, states, key, moments, steps, tuning, compile_s, position, info) -> Trace:
-    states, biases, grads, seq, c_s, run_s = trace_chains(step, states, key, moments, steps, position=position)
+def _trace(sampler, step, states, key, moments, steps, tuning, compile_s, position, info,
+           gradients=lambda info: info.num_integration_steps) -> Trace:
+    """:func:`trace_chains` of the adapted kernel as a :class:`Trace`; a chain gone non-finite is in ``info``."""
+    states, biases, grads, seq, c_s, run_s, nonfinite = trace_chains(step, states, key, moments, steps,
+                                                                     position=position, gradients=gradients)
     return Trace(sampler=sampler, chains=int(jax.tree_util.tree_leaves(states)[0].shape[0]),
                  biases=biases, gradient_evaluations=grads, sequential_steps=seq, seconds=run_s * seq / seq[-1],
-                 tuning=tuning, compile_seconds=compile_s + c_s, info=info)
+                 tuning=tuning, compile_seconds=compile_s + c_s, info={**info, "nonfinite_step": nonfinite})
 
 
 def nuts(logdensity, init, rng_key, moments: dict, steps: int, warmup: int = 1000) -> Trace:
@@ -145,13 +148,10 @@ def meads(logdensity, init, rng_key, moments: dict, steps: int, warmup: int = 10
         kernel = blackjax.ghmc(logdensity, **params)
         tuning = {"gradient_evaluations": float(warmup * chains * (folds - 1) / folds),
                   "sequential_steps": float(warmup), "seconds": warm_s}
-        ones = lambda info: jnp.ones(())
-        states, biases, grads, seq, c_s, run_s = trace_chains(lambda key, s: kernel.step(key, s), states, key_run,
-                                                              moments, steps, gradients=ones)
-    return Trace(sampler="meads", chains=chains, biases=biases, gradient_evaluations=grads, sequential_steps=seq,
-                 seconds=run_s * seq / seq[-1], tuning=tuning, compile_seconds=compile_s + c_s,
-                 info={"step_size": float(params["step_size"]), "alpha": float(params["alpha"]),
-                       "delta": float(params["delta"])})
+        return _trace("meads", lambda key, s: kernel.step(key, s), states, key_run, moments, steps, tuning, compile_s,
+                      lambda s: s.position, {"step_size": float(params["step_size"]), "alpha": float(params["alpha"]),
+                                             "delta": float(params["delta"])},
+                      gradients=lambda info: jnp.ones(()))
 
 
 def _halton_steps(total: int):

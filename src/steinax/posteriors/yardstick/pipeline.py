@@ -22,7 +22,7 @@ from steinax.posteriors.yardstick.trace import BIASES, Trace
 
 __all__ = ["steinax_sample"]
 
-_COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
+COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
                    "/jax/core/compile/backend_compile_duration")
 
 
@@ -45,7 +45,7 @@ def steinax_sample(target, init, rng_key, moments: dict, steps: int | None = Non
     seconds = {"events": [], "on": False}
 
     def listen(event, secs, **kw):
-        if seconds["on"] and event in _COMPILE_EVENTS:
+        if seconds["on"] and event in COMPILE_EVENTS:
             seconds["events"].append((time.perf_counter() - t0, secs))  # (when it ended, how long), from the start
 
     jax.monitoring.register_event_duration_secs_listener(listen)

@@ -86,8 +86,8 @@ def trace_chains(step, states, rng_key, moments: dict, steps: int, position=lamb
     computed after every transition against ``moments`` (:func:`steinax.metrics.posterior.reference_moments`).
 
     Returns ``(states, biases {name: [steps]}, gradient evaluations [steps] (all chains), sequential steps [steps]
-    (the most any chain took), compile seconds, run seconds)``; ``gradients(info)`` is a transition's gradient
-    evaluations per chain.
+    (the most any chain took), compile seconds, run seconds, the first transition (1-based) after which some chain's
+    position is not finite, or None)``; ``gradients(info)`` is a transition's gradient evaluations per chain.
     """
     moments = {k: jnp.asarray(v, jnp.result_type(float)) for k, v in moments.items()}
     rows = {k: v[None] for k, v in moments.items()}  # for [chains, d] estimates
@@ -105,7 +105,7 @@ def trace_chains(step, states, rng_key, moments: dict, steps: int, position=lamb
             per_chain = bias_of_estimates(s1 / k, s2 / k, rows)["x2"].mean(0)
             g = jnp.broadcast_to(jnp.asarray(gradients(info), x.dtype), (chains,))
             out = (pooled["x"].mean(), pooled["x"].max(), pooled["x2"].mean(), pooled["x2"].max(), per_chain.mean(),
-                   per_chain.max(), g.sum(), g.max())
+                   per_chain.max(), g.sum(), g.max(), jnp.all(jnp.isfinite(x)))
             return (states, s1, s2, k), out
 
         zeros = jnp.zeros_like(x0)
@@ -116,7 +116,9 @@ def trace_chains(step, states, rng_key, moments: dict, steps: int, position=lamb
     compiled, compile_s = timed_compile(run, states, rng_key)
     (states, out), run_s = timed_run(compiled, states, rng_key)
     out = [np.asarray(o, np.float64) for o in out]
-    return states, dict(zip(BIASES, out[:6])), np.cumsum(out[6]), np.cumsum(out[7]), compile_s, run_s
+    bad = np.flatnonzero(out[8] == 0)
+    nonfinite = int(bad[0]) + 1 if bad.size else None
+    return states, dict(zip(BIASES, out[:6])), np.cumsum(out[6]), np.cumsum(out[7]), compile_s, run_s, nonfinite
 
 
 def trace_from_draws(draws, gradients, moments: dict) -> tuple[dict, np.ndarray, np.ndarray]:
