@@ -16,6 +16,7 @@ import jax
 import numpy as np
 
 from steinax.metrics.posterior import reference_moments
+from steinax.posteriors.yardstick.mchmc import laps, mams
 from steinax.posteriors.yardstick.mcmc import chees, meads, numpyro_nuts, nuts
 from steinax.posteriors.yardstick.pipeline import steinax_sample
 from steinax.posteriors.yardstick.trace import Trace
@@ -24,8 +25,9 @@ from steinax.posteriors.yardstick.vi import pathfinder
 __all__ = ["FIELDS", "PUBLISHED", "SAMPLERS", "harness_check", "run_one", "run_table", "summary", "trace_row"]
 
 SAMPLERS = {"steinax.sample": steinax_sample, "numpyro_nuts": numpyro_nuts, "nuts": nuts, "chees": chees,
-            "meads": meads, "pathfinder": pathfinder}
-"""The samplers by name: ``(target or log-density, init, key, moments, steps, warmup) -> Trace``."""
+            "meads": meads, "mams": mams, "laps": laps, "pathfinder": pathfinder}
+"""The samplers by name: ``(target or log-density, init, key, moments, steps, warmup) -> Trace`` (LAPS also takes
+``draw_init``, the posterior's initialiser for one chain, as it draws its own starts)."""
 
 FIELDS = ("posterior", "d", "chains", "sampler", "seed", "steps", "warmup", "grads_total", "grads_tuning",
           "sequential_total", "seconds_total", "compile_seconds",
@@ -46,7 +48,8 @@ def run_one(name: str, sampler: str, chains: int, seed: int = 0, steps: int = 20
         make = getattr(post.target, "init_particles", None)
         init = make(key_init, chains) if make is not None else post.init(key_init, chains)
         model = post.target if sampler == "steinax.sample" else post.target.logdensity
-        return SAMPLERS[sampler](model, init, key_run, moments, steps, warmup)
+        extra = {"draw_init": lambda k: (make or post.init)(k, 1)[0]} if sampler == "laps" else {}
+        return SAMPLERS[sampler](model, init, key_run, moments, steps, warmup, **extra)
 
 
 def trace_row(trace: Trace, name: str, d: int, seed: int, steps: int, warmup: int, note: str = "",
