@@ -9,8 +9,9 @@ Each (posterior, sampler, chains, seed) runs in a fresh process (compilation cou
 it); its row goes to ``DIR/results.csv`` (a rerun skips done rows: resumable) and its trace to ``DIR/traces/``. The
 caps, reported where hit: the MCMC peers run ``--warmup`` adaptation steps and ``--steps`` transitions (a cost not
 reached within them is ``inf``); a run over ``--timeout`` seconds is stopped and its row says so. ``DIR/summary.md``
-has the tables and the goal's counts; ``DIR/yardstick.png`` the traces (squared bias against gradient evaluations,
-tuning included, one panel per posterior). Settings: :mod:`steinax.posteriors.yardstick.bench`; the trace's
+has the tables and the goal's counts; ``DIR/yardstick.png`` and ``DIR/yardstick_seconds.png`` the traces (squared
+bias against gradient evaluations, and against seconds with compilation apart; tuning included; one panel per
+posterior). Settings: :mod:`steinax.posteriors.yardstick.bench`; the trace's
 conventions: :mod:`steinax.posteriors.yardstick.trace`.
 
 The floor: ``c`` exact draws give a squared bias of about ``1 / c`` (0.004 at 256, 0.001 at 1024), so one transition
@@ -75,7 +76,36 @@ def timed_out_row(name, sampler, chains, seed, args) -> dict:
             "note": f"stopped: over the {args.timeout} s cap"}
 
 
-def figure(out, rows, path) -> None:
+def particles_report(out, rows) -> str:
+    """Where the particles help and where they only cost: for each ``steinax.sample`` run, the worst coordinate's
+    b2(x^2) of the warm start's draws and of the particles (its first two checkpoints), and what the particle stage
+    cost, from the stored traces."""
+    lines = ["### Where the particles help: b2(x^2), worst coordinate, of the warm start and of the particles", "",
+             "| posterior | chains | warm start | particles | particle stage (gradient evaluations / sequential) | "
+             "verdict |", "|---|---|---|---|---|---|"]
+    better = worse = 0
+    for r in rows:
+        f = _trace_path(out, r["posterior"], r["sampler"], r["chains"], r["seed"])
+        if r["sampler"] != "steinax.sample" or not os.path.exists(f):
+            continue
+        t = np.load(f)
+        if len(t["x2_max"]) < 2:
+            continue
+        w, p = float(t["x2_max"][0]), float(t["x2_max"][1])
+        g = t["gradient_evaluations"][1] - t["gradient_evaluations"][0]
+        q = t["sequential_steps"][1] - t["sequential_steps"][0]
+        verdict = "better" if p < 0.5 * w else "worse" if p > 2 * w else "about the same"
+        better += verdict == "better"
+        worse += verdict == "worse"
+        lines.append(f"| {r['posterior']} | {r['chains']} | {w:.2g} | {p:.2g} | {g:,.0f} / {q:,.0f} | {verdict} |")
+    lines += ["", f"The particles improved on the warm start (b2 halved or better) on {better} runs and made it worse "
+              f"(doubled or more) on {worse}; the correction starts from whichever the hand-off's KSD prefers."]
+    return "\n".join(lines) + "\n" if len(lines) > 6 else ""
+
+
+def figure(out, rows, path, x: str = "gradient_evaluations") -> None:
+    """One panel per posterior: the worst coordinate's b2(x^2) against ``x`` (gradient evaluations or seconds,
+    tuning included, compilation apart), every sampler; solid 256 chains or fewer, dashed more."""
     plt = pyplot()
     names = list(dict.fromkeys(r["posterior"] for r in rows))
     cols = min(4, max(1, len(names)))
@@ -91,15 +121,20 @@ def figure(out, rows, path) -> None:
                 continue
             t = np.load(f)
             colour = colours.setdefault(r["sampler"], f"C{len(colours)}")
-            ax.loglog(t["gradient_evaluations"], t["x2_max"], color=colour, ls="-" if int(r["chains"]) <= 256 else "--",
+            ax.loglog(np.maximum(t[x], 1e-3), t["x2_max"], color=colour, marker="o" if len(t[x]) == 1 else None, ls="-" if int(r["chains"]) <= 256 else "--",
                       label=f"{r['sampler']} ({r['chains']})" if int(r["seed"]) == 0 else None)
         ax.axhline(0.01, color="k", lw=0.8, ls=":")
         ax.set_title(name, fontsize=9)
-        ax.set_xlabel("gradient evaluations (tuning included)", fontsize=8)
+        ax.set_xlabel({"gradient_evaluations": "gradient evaluations (tuning included)",
+                       "seconds": "seconds (tuning included, compilation apart)"}[x], fontsize=8)
         ax.set_ylabel("b2(x^2), worst coordinate", fontsize=8)
     for ax in list(axes.flat)[len(names):]:
         ax.axis("off")
-    handles, labels = axes.flat[0].get_legend_handles_labels()
+    legend = {}
+    for ax in axes.flat:  # every sampler once, whichever panel it first appears in
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, h)
+    handles, labels = list(legend.values()), list(legend)
     if handles:
         fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
@@ -160,9 +195,11 @@ def main(argv=None):
                               f"(compile {r['compile_seconds']} s); end b2 {float(r['x2_max_end']):.1e} "
                               f"{r['note'][:60]}", flush=True)
     rows = read_rows(path)
-    text = summary(rows, sorted({int(r["chains"]) for r in rows})) + "\n" + harness_check(rows)
+    text = (summary(rows, sorted({int(r["chains"]) for r in rows})) + "\n" + harness_check(rows) + "\n"
+            + particles_report(a.out, rows))
     atomic_write_text(os.path.join(a.out, "summary.md"), text)
     figure(a.out, rows, os.path.join(a.out, "yardstick.png"))
+    figure(a.out, rows, os.path.join(a.out, "yardstick_seconds.png"), x="seconds")
     print(text)
     return 0
 

@@ -80,6 +80,10 @@ def trace_row(trace: Trace, name: str, d: int, seed: int, steps: int, warmup: in
 
 
 MANY_CHAIN = ("chees", "meads", "mams", "laps")
+"""The many-chain samplers whose sequential steps the goal compares with ``steinax.sample``'s."""
+NUTS = ("nuts", "numpyro_nuts")
+"""NUTS for the goal: whichever of BlackJAX's (the table's chains) and NumPyro's (4 chains, from any table) costs less
+on a posterior."""
 PUBLISHED = {  # one chain, gradient evaluations to b2(x^2) < 0.01 after tuning, (mean over coordinates, worst):
     # NUTS and MAMS, Robnik, Cohn-Gordon & Seljak, arXiv 2503.01707, as issue 50 quotes them
     "item_response_theory": {"nuts": (5_848, 71_758), "mams": (3_806, 47_414)},
@@ -103,6 +107,10 @@ def fmt_cost(v) -> str:
 def summary(rows, chains_list) -> str:
     """The tables (cost to 0.01 in the worst coordinate's E[x^2], tuning included) and the goal's counts."""
     lines = []
+    four = collections.defaultdict(list)  # NumPyro NUTS runs 4 chains whatever the table's count
+    for r in rows:
+        if r["sampler"] == "numpyro_nuts":
+            four[r["posterior"]].append(r)
     for chains in chains_list:
         sub = [r for r in rows if int(r["chains"]) == chains]
         samplers = list(dict.fromkeys(r["sampler"] for r in sub))
@@ -127,17 +135,20 @@ def summary(rows, chains_list) -> str:
                                  f"{fmt_cost(med(rs, 'sequential_to_x2_max'))} / {fmt_cost(med(rs, 'seconds_to_x2_max'))}")
             d = next(r["d"] for r in sub if r["posterior"] == name)
             lines.append(f"| {name} | {d} | " + " | ".join(cells) + " |")
-            ours, theirs = by.get((name, "steinax.sample")), by.get((name, "nuts"))
-            if ours and theirs and np.isfinite(med(theirs, "grads_to_x2_max")):
+            ours = by.get((name, "steinax.sample"))
+            costs = [med(rs, "grads_to_x2_max") for rs in (by.get((name, "nuts")), four.get(name)) if rs]
+            nuts_cost = min(costs, default=float("inf"))
+            if ours and np.isfinite(nuts_cost):
                 both += 1
                 reach += np.isfinite(med(ours, "grads_to_x2_max"))
-                fewer += med(ours, "grads_to_x2_max") <= med(theirs, "grads_to_x2_max")
+                fewer += med(ours, "grads_to_x2_max") <= nuts_cost
             many = [med(by[(name, s)], "sequential_to_x2_max") for s in MANY_CHAIN if by.get((name, s))]
             if ours and many:
                 seq_both += 1
                 fewer_seq += med(ours, "sequential_to_x2_max") <= min(many)
         lines += ["", (f"Goal at {chains}: steinax.sample reaches 0.01 on {reach} of the {both} posteriors where NUTS "
-                  f"does, with gradient evaluations at most NUTS's on {fewer} of {both} (goal: at least half); "
+                  f"does (BlackJAX's {chains} chains or NumPyro's 4, the cheaper), with gradient evaluations at most "
+                  f"NUTS's on {fewer} of {both} (goal: at least half); "
                   f"sequential steps at most the best many-chain sampler's on {fewer_seq} of {seq_both} (goal: at "
                   "least a third)."), ""]
     return "\n".join(lines) + "\n"
