@@ -66,3 +66,27 @@ def test_reference_moments_keep_the_references_mean_and_sd_over_its_draws():
     np.testing.assert_allclose(m["mean2"], mu**2 + s**2, rtol=1e-12)
     np.testing.assert_allclose(m["var"], s**2, rtol=1e-12)
     np.testing.assert_allclose(m["var2"], 4 * mu**2 * s**2 + 2 * s**4, rtol=0.02)
+
+
+def test_the_goal_counts_against_the_cheaper_nuts_and_the_best_many_chain_sampler():
+    """summary's counts on hand-made rows: NUTS is the cheaper of BlackJAX's (this table's chains) and NumPyro's (4
+    chains, whichever table it is in); a posterior where neither NUTS reaches 0.01 is not counted; sequential steps
+    are compared with the best of the many-chain samplers present."""
+    from steinax.posteriors.yardstick.bench import summary
+
+    inf = float("inf")
+
+    def row(post, sampler, chains, grads, seq):
+        return {"posterior": post, "d": 2, "chains": str(chains), "sampler": sampler, "seed": "0", "note": "",
+                "grads_to_x2_max": grads, "sequential_to_x2_max": seq, "seconds_to_x2_max": 1.0}
+
+    rows = [row("a", "steinax.sample", 256, 60, 5), row("a", "nuts", 256, 100, 50), row("a", "numpyro_nuts", 256, 50, 40),
+            row("a", "chees", 256, 200, 10),
+            row("b", "steinax.sample", 256, 70, 30), row("b", "nuts", 256, inf, inf), row("b", "mams", 256, 90, 20),
+            row("a", "steinax.sample", 1024, 80, 4), row("a", "chees", 1024, 300, 3)]
+    text = summary(rows, [256, 1024])
+    assert "reaches 0.01 on 1 of the 1 posteriors" in text and "at most NUTS's on 0 of 1" in text
+    assert "sequential steps at most the best many-chain sampler's on 1 of 2" in text
+    at_1024 = text.split("Goal at 1024")[1]  # NumPyro's 4 chains count at 1024 too
+    assert "reaches 0.01 on 1 of the 1 posteriors" in at_1024 and "at most NUTS's on 0 of 1" in at_1024
+    assert "sampler's on 0 of 1" in at_1024
