@@ -77,20 +77,17 @@ def test_peers_reach_the_threshold_on_a_gaussian(sampler):
 
 @pytest.mark.slow  # 15 s of compilation
 def test_mams_reaches_the_threshold_on_a_gaussian():
-    """MAMS, each of 32 chains tuned by itself (1000 tuning steps, the harness's), on N(0, diag(0.25, 1, 9)): it
-    reaches 0.01 at a finite cost, tuning reported apart; its tuning is MAMS's, not the installed BlackJAX's
-    2-steps-per-proposal pin (some chain's mean trajectory is longer than 2 steps); a chain whose tuning collapsed
-    is counted (with this seed, one of 32: it stays stuck, so the pooled estimate is not held to the 2e-3 above)."""
+    """MAMS, each of 32 chains tuned by itself (the authors' stages scaled to 1000 NUTS warm-up steps), on
+    N(0, diag(0.25, 1, 9)): as the other peers above, with no chain's tuning collapsed."""
     from steinax.posteriors.yardstick import mams
 
     logp = lambda x: -0.5 * jnp.sum((x / SCALES) ** 2)
     with jax.enable_x64(True):
         init = jax.random.normal(jax.random.key(1), (32, D))
         tr = mams(logp, init, jax.random.key(0), MOMENTS, 300, warmup=1000)
-    assert tr.biases["x2_max"][-1] < 0.01
-    assert np.isfinite(tr.cost("x2_max")) and tr.tuning["gradient_evaluations"] > 0
-    assert tr.info["steps_per_proposal_quantiles"][-1] > 2.5
-    assert tr.info["collapsed_chains"] == 1 and tr.info["step_size_quantiles"][0] < 1e-3
+    assert tr.biases["x2_max"][-1] < 2e-3
+    assert np.isfinite(tr.cost("x2_max")) and tr.cost("x2_max", tuning=False) < tr.cost("x2_max")
+    assert tr.tuning["gradient_evaluations"] > 0 and tr.info["collapsed_chains"] == 0
 
 
 @pytest.mark.slow  # 30 s: LAPS compiles inside

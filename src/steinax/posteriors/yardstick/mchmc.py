@@ -2,19 +2,19 @@
 posterior: ``(logdensity, init [chains, d], rng_key, moments, steps, warmup) -> Trace``.
 
 * ``mams``: MAMS, Metropolis-adjusted microcanonical HMC (Robnik, Cohn-Gordon & Seljak, arXiv 2503.01707), every
-  chain tuned by itself (as NUTS is here) with the authors' scheme, then run ``steps`` proposals
-  (``blackjax.adjusted_mclmc_dynamic``): isokinetic velocity Verlet (one gradient a step), a uniformly jittered
-  number of steps per proposal with mean ``L / step_size``, no partial momentum refresh, a diagonal preconditioner.
-  Tuning, ``warmup`` steps in all, split as the authors' benchmark code splits ``num_tuning_steps``: a third to the
-  step size's dual averaging at target acceptance 0.9 (with ``L`` moving with it), a third to the preconditioner and
-  ``L`` from the chain's variances (then dual averaging again), a third to ``L`` from the chain's effective sample
-  size (half the ESS-based length, BlackJAX's factor) and a last dual averaging at that ``L``; each over two
-  windows. **Decided**: the installed BlackJAX's ``adjusted_mclmc_find_L_and_step_size`` pins ``L`` to 2 steps per
-  proposal after tuning (its ``target_num_integration_steps``, not in the paper nor upstream BlackJAX), so the stages
-  are composed here from its own building blocks without that pin, as the paper tunes ``L``. Measured: on a
-  3-d Gaussian about 1 chain in 50 ends its tuning with a collapsed step size (1e-5) and stays stuck, in BlackJAX's
-  tuner whether vmapped or run chain by chain; such chains are counted in ``info`` and the row's note, and kept in
-  the estimate (a user of many chains would keep them).
+  chain tuned by itself (as NUTS is here) the way the authors' benchmark code (``sampler-comparison``) tunes it, then
+  run ``steps`` proposals (``blackjax.adjusted_mclmc_dynamic``): isokinetic velocity Verlet (one gradient a step), a
+  uniformly jittered number of steps per proposal with mean ``L / step_size``, no partial momentum refresh. Tuning:
+  a NUTS window adaptation of ``warmup`` steps for the diagonal preconditioner and the start; the step size's dual
+  averaging at target acceptance 0.9 from ``L = 1`` (``warmup`` steps), ``L`` from the chain's variances and dual
+  averaging again (``warmup / 2`` and ``warmup`` steps; the NUTS preconditioner is then restored, as theirs is);
+  ``L`` from the chain's effective sample size times 0.3 (``warmup / 2`` steps); a last dual averaging at that ``L``
+  (``warmup / 10``). These are the authors' ratios (20000 : 20000 : 10000 : 10000 : 2000), scaled to ``warmup``.
+  **Decided**: the installed BlackJAX's ``adjusted_mclmc_find_L_and_step_size`` pins ``L`` to 2 steps per proposal
+  after tuning (its ``target_num_integration_steps``, not in the paper nor upstream BlackJAX), so the stages are
+  composed here from its own building blocks without that pin. Tuning from the model's initialiser with MAMS's own
+  stages alone (no NUTS warm-up) left about 1 chain in 50 with a collapsed step size on a 3-d Gaussian; chains
+  whose step size ends below 1e-3 of the median are counted in ``info`` and the row's note, and kept in the estimate.
 * ``laps``: LAPS (``blackjax.adaptation.laps.laps``, arXiv 2601.16696), all chains as one ensemble: an unadjusted
   microcanonical burn-in of at most ``warmup`` steps (its early stop on the ensemble's fluctuations of ``E[x^2]``),
   then ``steps`` MAMS samples of 15 integrator steps each, its step size bisected to the acceptance it chooses
@@ -44,6 +44,8 @@ __all__ = ["laps", "mams"]
 
 MAMS_TARGET_ACCEPTANCE = 0.9
 """The MAMS paper's (and its authors' benchmark code's) target acceptance rate."""
+MAMS_L_FACTOR = 0.3
+"""The authors' benchmark code's factor on the ESS-based trajectory length (stage 3)."""
 
 
 def _mams_kernel():
@@ -56,36 +58,37 @@ def _mams_kernel():
         integrator=integrators.isokinetic_velocity_verlet)
 
 
-def _mams_tune(logdensity, x, key, warmup: int, windows: int = 2):
-    """One chain's MAMS tuning from ``x`` (module docstring): ``(state, step size, L, inverse mass matrix, integrator
-    steps)``."""
+def _mams_tune(logdensity, x, key, warmup: int):
+    """One chain's MAMS tuning from ``x`` (module docstring): ``(state, step size, L, inverse mass matrix, NUTS
+    leapfrog steps + MAMS integrator steps)``. Stage lengths in the authors' benchmark code's ratios (20000 NUTS
+    warm-up : 20000 dual averaging : 10000 variances : 10000 ESS : 2000 final dual averaging), scaled so that the
+    NUTS warm-up is ``warmup`` steps."""
+    import blackjax
     from blackjax.adaptation import adjusted_mclmc_adaptation as ad
     from blackjax.adaptation.mclmc_adaptation import MCLMCAdaptationState
     from blackjax.mcmc import adjusted_mclmc_dynamic
 
     kernel, d = _mams_kernel(), x.shape[0]
-    key_init, key = jax.random.split(key)
-    state = adjusted_mclmc_dynamic.init(x, logdensity, key_init)
-    frac = 1.0 / (3 * windows)  # of num_steps = warmup: the authors' thirds, per window
-    params = MCLMCAdaptationState(jnp.sqrt(d), jnp.sqrt(d) * 0.25, inverse_mass_matrix=jnp.ones(d, x.dtype))
-    n_steps = jnp.zeros((), x.dtype)
-    stage12 = ad.adjusted_mclmc_make_L_step_size_adaptation(
-        kernel=kernel, logdensity_fn=logdensity, dim=d, frac_tune1=frac, frac_tune2=frac,
-        target=MAMS_TARGET_ACCEPTANCE, diagonal_preconditioning=True, target_num_integration_steps=None)
-    stage3 = ad.adjusted_mclmc_make_adaptation_L(kernel, logdensity_fn=logdensity, frac=frac, l_factor=0.5)
-    stage3_da = ad.adjusted_mclmc_make_L_step_size_adaptation(
-        kernel=kernel, logdensity_fn=logdensity, dim=d, frac_tune1=frac, frac_tune2=0.0,
+    key_nuts, key_init, key1, key3, key4 = jax.random.split(key, 5)
+    nuts = blackjax.window_adaptation(blackjax.nuts, logdensity, target_acceptance_rate=0.8)
+    (nuts_state, nuts_params), nuts_info = nuts.run(key_nuts, x, num_steps=warmup)
+    imm = nuts_params["inverse_mass_matrix"]
+    state = adjusted_mclmc_dynamic.init(nuts_state.position, logdensity, key_init)
+    params = MCLMCAdaptationState(jnp.ones((), x.dtype), nuts_params["step_size"], inverse_mass_matrix=imm)
+    n = warmup  # the fractions below are of n steps
+    state, params, _, n1 = ad.adjusted_mclmc_make_L_step_size_adaptation(
+        kernel=kernel, logdensity_fn=logdensity, dim=d, frac_tune1=1.0, frac_tune2=0.5,
+        target=MAMS_TARGET_ACCEPTANCE, diagonal_preconditioning=True, fix_L_first_da=True,
+        target_num_integration_steps=None)(state, params, n, key1)
+    params = params._replace(inverse_mass_matrix=imm)  # the NUTS warm-up's, as the authors keep it
+    state, params, n3 = ad.adjusted_mclmc_make_adaptation_L(kernel, logdensity_fn=logdensity, frac=0.5,
+                                                          l_factor=MAMS_L_FACTOR)(state, params, n, key3)
+    state, params, _, n4 = ad.adjusted_mclmc_make_L_step_size_adaptation(
+        kernel=kernel, logdensity_fn=logdensity, dim=d, frac_tune1=0.1, frac_tune2=0.0,
         target=MAMS_TARGET_ACCEPTANCE, fix_L_first_da=True, diagonal_preconditioning=True,
-        target_num_integration_steps=None)
-    for i in range(windows):
-        state, params, _, n = stage12(state, params, warmup, jax.random.fold_in(key, i))
-        n_steps = n_steps + n
-    for i in range(windows):
-        k1, k2 = jax.random.split(jax.random.fold_in(key, windows + i))
-        state, params, n = stage3(state, params, warmup, k1)
-        state, params, _, n2 = stage3_da(state, params, warmup, k2)
-        n_steps = n_steps + n + n2
-    return state, params.step_size, params.L, params.inverse_mass_matrix, n_steps
+        target_num_integration_steps=None)(state, params, n, key4)
+    steps = nuts_info.info.num_integration_steps.sum() + n1 + n3 + n4
+    return state, params.step_size, params.L, params.inverse_mass_matrix, steps
 
 
 def mams(logdensity, init, rng_key, moments: dict, steps: int, warmup: int = 1000) -> Trace:
