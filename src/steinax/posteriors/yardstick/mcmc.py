@@ -7,8 +7,10 @@ posterior: a function per sampler, ``(logdensity, init [chains, d], rng_key, mom
   folds), ``warmup`` steps, then generalised HMC (``blackjax.ghmc``, one leapfrog step a transition) with the
   adapted step size, damping and per-coordinate scales, fixed.
 * ``numpyro_nuts``: NumPyro NUTS as most users run it, 4 chains (the first four starts), its window adaptation,
-  ``warmup`` steps, then ``steps`` draws per chain (chains run one after another: its seconds are their sum, its
-  sequential steps per draw the most any chain took, as if they ran side by side).
+  ``warmup`` steps, then as many draws in all as the many-chain samplers' ``chains x steps`` (``steps x chains / 4``
+  per chain, at least ``steps``), so that its cap is the same number of draws and not a floor of ``1 / (4 steps)``
+  (chains run one after another: its seconds are their sum, its sequential steps per draw the most any chain took,
+  as if they ran side by side).
 * ``chees``: ChEES-HMC (Hoffman, Radul & Sountsov 2021): ``blackjax.chees_adaptation`` across all chains (Adam at
   0.025, the paper's setting, from step size 0.1), ``warmup`` steps, then its jittered HMC kernel.
 
@@ -84,8 +86,9 @@ def numpyro_nuts(logdensity, init, rng_key, moments: dict, steps: int, warmup: i
     from numpyro.infer import MCMC, NUTS
 
     x0 = jnp.asarray(init[:4])
+    draws_per_chain = steps * max(1, init.shape[0] // x0.shape[0])
     key_warm, key_run = jax.random.split(rng_key)
-    mcmc = MCMC(NUTS(potential_fn=lambda x: -logdensity(x)), num_warmup=warmup, num_samples=steps,
+    mcmc = MCMC(NUTS(potential_fn=lambda x: -logdensity(x)), num_warmup=warmup, num_samples=draws_per_chain,
                 num_chains=x0.shape[0], chain_method="sequential", progress_bar=False)
     with jax.numpy_rank_promotion("allow"):  # NumPyro broadcasts implicitly
         t0 = time.perf_counter()
@@ -100,7 +103,7 @@ def numpyro_nuts(logdensity, init, rng_key, moments: dict, steps: int, warmup: i
     return Trace(sampler="numpyro_nuts", chains=int(x0.shape[0]), biases=biases, gradient_evaluations=grads,
                  sequential_steps=seq, seconds=(t2 - t1) * seq / seq[-1],
                  tuning=_tuning(np.swapaxes(warm_steps, 0, 1), t1 - t0), compile_seconds=0.0,
-                 info={"compilation": "inside seconds"})
+                 info={"compilation": "inside seconds", "message": f"{draws_per_chain} draws per chain"})
 
 
 def chees(logdensity, init, rng_key, moments: dict, steps: int, warmup: int = 1000) -> Trace:
