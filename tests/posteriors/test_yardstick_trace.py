@@ -22,6 +22,11 @@ SCALES = np.array([0.5, 1.0, 3.0])
 MOMENTS = {"mean": np.zeros(D), "var": SCALES**2, "mean2": SCALES**2, "var2": 2 * SCALES**4}
 
 
+def _logp(x):
+    """The log-density of N(0, diag(SCALES^2)), up to a constant."""
+    return -0.5 * jnp.sum((x / SCALES) ** 2)
+
+
 def _exact_step(key, x):
     """Independent exact draws of N(0, diag(SCALES^2)), 'costing' 2 gradients each."""
     return jax.random.normal(key, x.shape, x.dtype) * jnp.asarray(SCALES, x.dtype), jnp.asarray(2.0)
@@ -64,7 +69,7 @@ def test_peers_reach_the_threshold_on_a_gaussian(sampler):
     """BlackJAX NUTS, NumPyro NUTS (4 of the chains), ChEES and MEADS on N(0, diag(0.25, 1, 9)), 32 chains, 300 warm-up and 400 steps: the pooled estimate's squared
     bias ends far below 0.01 (its floor for exact draws is 1 / 12800, and these kernels' ESS per step is at least a
     tenth of that), its cost is finite and counted after tuning, and tuning's cost is reported apart."""
-    logp = lambda x: -0.5 * jnp.sum((x / SCALES) ** 2)
+    logp = _logp
     with jax.enable_x64(True):
         init = jax.random.normal(jax.random.key(1), (32, D))
         tr = sampler(logp, init, jax.random.key(0), MOMENTS, 400, warmup=300)
@@ -81,7 +86,7 @@ def test_mams_reaches_the_threshold_on_a_gaussian():
     N(0, diag(0.25, 1, 9)): as the other peers above, with no chain's tuning collapsed."""
     from steinax.posteriors.yardstick import mams
 
-    logp = lambda x: -0.5 * jnp.sum((x / SCALES) ** 2)
+    logp = _logp
     with jax.enable_x64(True):
         init = jax.random.normal(jax.random.key(1), (32, D))
         tr = mams(logp, init, jax.random.key(0), MOMENTS, 300, warmup=1000)
@@ -97,7 +102,7 @@ def test_laps_ensemble_reaches_the_floor_on_a_gaussian():
     draws, probability above 0.995), and the burn-in and sampling phases are both in the trace."""
     from steinax.posteriors.yardstick import laps
 
-    logp = lambda x: -0.5 * jnp.sum((x / SCALES) ** 2)
+    logp = _logp
     with jax.enable_x64(True):
         init = jax.random.normal(jax.random.key(1), (512, D))
         tr = laps(logp, init, jax.random.key(0), MOMENTS, 100, warmup=300)
@@ -124,7 +129,7 @@ def test_pathfinder_is_one_checkpoint_of_its_normal():
     iterates."""
     from steinax.posteriors.yardstick import pathfinder
 
-    logp = lambda x: -0.5 * jnp.sum((x / SCALES) ** 2)
+    logp = _logp
     with jax.enable_x64(True):
         init = jax.random.normal(jax.random.key(1), (400, D))
         tr = pathfinder(logp, init, jax.random.key(0), MOMENTS)

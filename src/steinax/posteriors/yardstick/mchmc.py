@@ -158,10 +158,12 @@ def laps(logdensity, init, rng_key, moments: dict, steps: int, warmup: int = 100
     seq = np.cumsum(per_chain)
     nan = np.full(len(seq), np.nan)
     bias = np.concatenate([b1, b2])
+    bad = np.flatnonzero(~np.isfinite(bias).all(axis=1))  # never silent: the row's note names the step
+    nonfinite = int(bad[0]) + 1 if bad.size else None
     biases = {"x_mean": nan, "x_max": nan, "x2_mean": bias[:, 1], "x2_max": bias[:, 0], "chain_x2_mean": nan,
               "chain_x2_max": nan}
     return Trace(sampler="laps", chains=chains, biases=biases, gradient_evaluations=seq * chains,
                  sequential_steps=seq, seconds=seconds * seq / seq[-1],
                  tuning={"gradient_evaluations": 0.0, "sequential_steps": 0.0, "seconds": 0.0}, compile_seconds=0.0,
                  info={"compilation": "inside seconds", "burn_in_steps": len(b1), "acceptance_target": float(acc),
-                       "gradients_per_integrator_step": int(grads_per_step)})
+                       "gradients_per_integrator_step": int(grads_per_step), "nonfinite_step": nonfinite})
