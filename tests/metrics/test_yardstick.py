@@ -90,3 +90,7 @@ def test_the_goal_counts_against_the_cheaper_nuts_and_the_best_many_chain_sample
     at_1024 = text.split("Goal at 1024")[1]  # NumPyro's 4 chains count at 1024 too
     assert "reaches 0.01 on 1 of the 1 posteriors" in at_1024 and "at most NUTS's on 0 of 1" in at_1024
     assert "sampler's on 0 of 1" in at_1024
+    # the first moment's table: a row without the column is blank, not zero
+    rows[0]["grads_to_x_max"], rows[3]["grads_to_x_max"] = inf, 1234
+    first = summary(rows, [256]).split("to b2(x) < 0.01")[1]
+    assert "| a | not reached |  |  | 1,234 |" in first and "| b |  |  |  |" in first
