@@ -20,6 +20,7 @@ of converged chains is below 0.01 at both counts; the cost of reaching it is the
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 
@@ -64,7 +65,8 @@ def _log_spaced(n: int, points: int = 300) -> np.ndarray:
     return np.unique(np.concatenate([np.geomspace(1, n, points).astype(int) - 1, [n - 1]]))
 
 
-def timed_out_row(name, sampler, chains, seed, args) -> dict:
+def unfinished_row(name, sampler, chains, seed, args, note: str) -> dict:
+    """The row of a run that wrote none: stopped at the time cap, or failed (``note`` says which, and why)."""
     from steinax.posteriors import get
 
     inf = float("inf")
@@ -73,7 +75,7 @@ def timed_out_row(name, sampler, chains, seed, args) -> dict:
                 "grads_to_x2_max", "grads_to_x2_mean", "grads_to_x_max", "sequential_to_x2_max", "seconds_to_x2_max",
                 "chain_grads_to_x2_mean", "chain_grads_to_x2_max")},
             **{k: float("nan") for k in ("x2_max_end", "x2_mean_end", "chain_x2_max_end")},
-            "note": f"stopped: over the {args.timeout} s cap"}
+            "note": note[:200]}
 
 
 def particles_report(out, rows) -> str:
@@ -185,12 +187,22 @@ def main(argv=None):
                     else:
                         cmd = [sys.executable, os.path.abspath(__file__), "--one", name, sampler, str(chains),
                                str(seed), "--steps", str(a.steps), "--warmup", str(a.warmup), "--out", a.out]
-                        try:
-                            subprocess.run(cmd, check=False, timeout=a.timeout)
-                        except subprocess.TimeoutExpired:
-                            from steinax.posteriors.yardstick.bench import FIELDS
+                        from steinax.posteriors.yardstick.bench import FIELDS
 
-                            append_row(path, timed_out_row(name, sampler, chains, seed, a), FIELDS, KEY)
+                        try:
+                            child = subprocess.run(cmd, check=False, timeout=a.timeout, stderr=subprocess.PIPE,
+                                                   text=True)
+                        except subprocess.TimeoutExpired:
+                            append_row(path, unfinished_row(name, sampler, chains, seed, a,
+                                                            f"stopped: over the {a.timeout} s cap"), FIELDS, KEY)
+                        else:
+                            if child.returncode != 0:  # a sampler that raises: its row says so, with the error
+                                err = [ln for ln in child.stderr.splitlines() if ln.strip()]
+                                print("\n".join(err[-15:]), file=sys.stderr)
+                                raised = [ln for ln in err if re.match(r"^[\w.]+(Error|Exception)\b", ln)]
+                                why = (raised or err or [f"exit status {child.returncode}"])[-1]
+                                append_row(path, unfinished_row(name, sampler, chains, seed, a, "failed: " + why),
+                                           FIELDS, KEY)
                     row = [r for r in read_rows(path) if (r["posterior"], r["sampler"], r["chains"], r["seed"])
                            == (name, sampler, str(chains), str(seed))]
                     if row:

@@ -94,3 +94,8 @@ def test_the_goal_counts_against_the_cheaper_nuts_and_the_best_many_chain_sample
     rows[0]["grads_to_x_max"], rows[3]["grads_to_x_max"] = inf, 1234
     first = summary(rows, [256]).split("to b2(x) < 0.01")[1]
     assert "| a | not reached |  |  | 1,234 |" in first and "| b |  |  |  |" in first
+    # runs that wrote no trace: stopped at the cap, or the sampler raised (its error is in the row's note)
+    rows[3]["note"], rows[2]["note"] = "failed: ValueError: pvary should be called under jax.shard_map.", "stopped: cap"
+    text = summary(rows, [256])
+    assert "| a | 2 | 60 / 5 / 1 | 100 / 50 / 1 | over the time cap | failed |" in text
+    assert "| a | not reached |  | over the time cap | failed |" in text

@@ -104,6 +104,15 @@ def fmt_cost(v) -> str:
     return "not reached" if not np.isfinite(v) else f"{v:,.0f}"
 
 
+def unfinished(rs) -> str:
+    """The cell of runs that ended without a trace: ``over the time cap`` (the harness stopped them) or ``failed``
+    (the sampler raised; the row's note holds the error); empty where any finished."""
+    for prefix, cell in (("stopped", "over the time cap"), ("failed", "failed")):
+        if rs and all(r["note"].startswith(prefix) for r in rs):
+            return cell
+    return ""
+
+
 def summary(rows, chains_list) -> str:
     """The tables (cost to 0.01 in the worst coordinate's E[x^2], tuning included) and the goal's counts."""
     lines = []
@@ -128,11 +137,8 @@ def summary(rows, chains_list) -> str:
             cells = []
             for s in samplers:
                 rs = by.get((name, s), [])
-                if rs and all(r["note"].startswith("stopped") for r in rs):
-                    cells.append("over the time cap")
-                else:
-                    cells.append("" if not rs else f"{fmt_cost(med(rs, 'grads_to_x2_max'))} / "
-                                 f"{fmt_cost(med(rs, 'sequential_to_x2_max'))} / {fmt_cost(med(rs, 'seconds_to_x2_max'))}")
+                cells.append(unfinished(rs) or ("" if not rs else f"{fmt_cost(med(rs, 'grads_to_x2_max'))} / "
+                             f"{fmt_cost(med(rs, 'sequential_to_x2_max'))} / {fmt_cost(med(rs, 'seconds_to_x2_max'))}"))
             d = next(r["d"] for r in sub if r["posterior"] == name)
             lines.append(f"| {name} | {d} | " + " | ".join(cells) + " |")
             ours = by.get((name, "steinax.sample"))
@@ -166,9 +172,8 @@ def first_moment_table(sub, samplers, by, med) -> list[str]:
         cells = []
         for s in samplers:
             rs = by.get((name, s), [])
-            stopped = rs and all(r["note"].startswith("stopped") for r in rs)
-            cells.append("over the time cap" if stopped else fmt_cost(med(rs, "grads_to_x_max"))
-                         if rs and all("grads_to_x_max" in r for r in rs) else "")
+            cells.append(unfinished(rs) or (fmt_cost(med(rs, "grads_to_x_max"))
+                                            if rs and all("grads_to_x_max" in r for r in rs) else ""))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines + [""]
 
@@ -188,8 +193,7 @@ def harness_check(rows) -> str:
         ours = (float(r["chain_grads_to_x2_mean"]), float(r["chain_grads_to_x2_max"]))
         ratio = " / ".join(f"{o / p:.2f}" if np.isfinite(o) and np.isfinite(p) else "-" for o, p in zip(ours, pub))
         pd = PUBLISHED_DIM.get(r["posterior"])
-        cell = ("over the time cap" if r["note"].startswith("stopped") else
-                f"{fmt_cost(ours[0])} / {fmt_cost(ours[1])}")
+        cell = unfinished([r]) or f"{fmt_cost(ours[0])} / {fmt_cost(ours[1])}"
         lines.append(f"| {r['posterior']} | {r['d']} ({pd if pd else 'not recorded'}) | {r['sampler']} | {r['chains']} x {r['steps']} | "
                      f"{cell} | {fmt_cost(pub[0])} / {fmt_cost(pub[1])} | {ratio} |")
     return "\n".join(lines) + "\n" if len(lines) > 4 else ""
