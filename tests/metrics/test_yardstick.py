@@ -46,6 +46,17 @@ def test_cost_to_threshold_is_where_the_trace_stays_below():
     assert cost_to_threshold([10, 20], [0.001, 0.002]) == 10.0
     assert cost_to_threshold([10, 20, 30], [0.5, 0.001, 0.5]) == np.inf  # not below at the end: not reached
     assert cost_to_threshold([10, 20, 30], [0.001, np.nan, 0.001]) == 30.0  # NaN is not below
+    # a bias the sampler does not estimate (NaN throughout) costs NaN, "not measured", never "not reached"
+    from steinax.posteriors.yardstick.bench import fmt_cost
+    from steinax.posteriors.yardstick.trace import BIASES, Trace
+
+    nan3 = np.full(3, np.nan)
+    t = Trace(sampler="s", chains=2, biases={b: nan3 if b == "x_max" else np.array([0.5, 0.001, 0.001]) for b in BIASES},
+              gradient_evaluations=np.array([2.0, 4.0, 6.0]), sequential_steps=np.array([1.0, 2.0, 3.0]),
+              seconds=np.array([0.1, 0.2, 0.3]), compile_seconds=0.0,
+              tuning={"gradient_evaluations": 10, "sequential_steps": 5, "seconds": 0.0}, info={})
+    assert np.isnan(t.cost("x_max")) and fmt_cost(t.cost("x_max")) == "not measured"
+    assert t.cost("x2_max") == 14.0 and fmt_cost(float("inf")) == "not reached"
     with pytest.raises(ValueError, match="non-decreasing"):
         cost_to_threshold([20, 10], [0.0, 0.0])
     with pytest.raises(ValueError, match="one length"):

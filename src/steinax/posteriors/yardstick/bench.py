@@ -99,9 +99,10 @@ the funnel's is not recorded here). Only where it equals ours is the comparison 
 
 
 def fmt_cost(v) -> str:
-    """A cost for a table: ``not reached`` where infinite."""
+    """A cost for a table: ``not reached`` where infinite, ``not measured`` where NaN (the sampler has no such
+    estimate: LAPS's answer is scored on E[x^2] alone, Pathfinder has no chains)."""
     v = float(v)
-    return "not reached" if not np.isfinite(v) else f"{v:,.0f}"
+    return "not measured" if np.isnan(v) else "not reached" if not np.isfinite(v) else f"{v:,.0f}"
 
 
 def unfinished(rs) -> str:

@@ -66,13 +66,16 @@ class Trace(eqx.Module):
 
     def cost(self, bias: str = "x2_max", of: str = "gradient_evaluations", tuning: bool = True,
              threshold: float = BIAS_THRESHOLD) -> float:
-        """The cost at which ``biases[bias]`` first stays below ``threshold`` (``inf`` if never within the trace):
-        ``of`` one of ``"gradient_evaluations"``, ``"sequential_steps"``, ``"seconds"``, with tuning's added
-        (``tuning=True``) or not. For a ``"chain_*"`` bias the gradient evaluations are per chain."""
+        """The cost at which ``biases[bias]`` first stays below ``threshold`` (``inf`` if never within the trace;
+        NaN where the sampler has no such estimate, its bias NaN throughout): ``of`` one of
+        ``"gradient_evaluations"``, ``"sequential_steps"``, ``"seconds"``, with tuning's added (``tuning=True``) or
+        not. For a ``"chain_*"`` bias the gradient evaluations are per chain."""
         if bias not in BIASES:
             raise ValueError(f"`bias` must be one of {BIASES}; received {bias!r}")
         if of not in ("gradient_evaluations", "sequential_steps", "seconds"):
             raise ValueError(f"`of` must be 'gradient_evaluations', 'sequential_steps' or 'seconds'; received {of!r}")
+        if np.all(np.isnan(np.asarray(self.biases[bias], np.float64))):
+            return float("nan")
         costs = np.asarray(getattr(self, of), np.float64) + (float(self.tuning[of]) if tuning else 0.0)
         if bias.startswith("chain_") and of == "gradient_evaluations":
             costs = costs / self.chains
