@@ -1,6 +1,8 @@
 """The samplers' yardstick (issue 50): squared biases of E[x] and E[x^2] in units of Var[x] and Var[x^2], and the
 cost at which a trace falls below 0.01 and stays there."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -46,7 +48,8 @@ def test_cost_to_threshold_is_where_the_trace_stays_below():
     assert cost_to_threshold([10, 20], [0.001, 0.002]) == 10.0
     assert cost_to_threshold([10, 20, 30], [0.5, 0.001, 0.5]) == np.inf  # not below at the end: not reached
     assert cost_to_threshold([10, 20, 30], [0.001, np.nan, 0.001]) == 30.0  # NaN is not below
-    # a bias the sampler does not estimate (NaN throughout) costs NaN, "not measured", never "not reached"
+    # a bias the sampler declares it does not estimate costs NaN, "not measured"; one that is NaN because the run
+    # went non-finite from its first step is "not reached", never passed off as not measured
     from steinax.posteriors.yardstick.bench import fmt_cost
     from steinax.posteriors.yardstick.trace import BIASES, Trace
 
@@ -55,6 +58,8 @@ def test_cost_to_threshold_is_where_the_trace_stays_below():
               gradient_evaluations=np.array([2.0, 4.0, 6.0]), sequential_steps=np.array([1.0, 2.0, 3.0]),
               seconds=np.array([0.1, 0.2, 0.3]), compile_seconds=0.0,
               tuning={"gradient_evaluations": 10, "sequential_steps": 5, "seconds": 0.0}, info={})
+    assert t.cost("x_max") == np.inf and fmt_cost(t.cost("x_max")) == "not reached"
+    t = dataclasses.replace(t, unmeasured=("x_max",))
     assert np.isnan(t.cost("x_max")) and fmt_cost(t.cost("x_max")) == "not measured"
     assert t.cost("x2_max") == 14.0 and fmt_cost(float("inf")) == "not reached"
     with pytest.raises(ValueError, match="non-decreasing"):

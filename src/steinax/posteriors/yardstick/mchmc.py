@@ -166,4 +166,5 @@ def laps(logdensity, init, rng_key, moments: dict, steps: int, warmup: int = 100
                  sequential_steps=seq, seconds=seconds * seq / seq[-1],
                  tuning={"gradient_evaluations": 0.0, "sequential_steps": 0.0, "seconds": 0.0}, compile_seconds=0.0,
                  info={"compilation": "inside seconds", "burn_in_steps": len(b1), "acceptance_target": float(acc),
-                       "gradients_per_integrator_step": int(grads_per_step), "nonfinite_step": nonfinite})
+                       "gradients_per_integrator_step": int(grads_per_step), "nonfinite_step": nonfinite},
+                 unmeasured=("x_mean", "x_max", "chain_x2_mean", "chain_x2_max"))

@@ -52,6 +52,9 @@ class Trace(eqx.Module):
             adaptation, a warm start).
         compile_seconds: compilation, all programs.
         info: what the sampler reports of itself (step size, acceptance, divergences).
+        unmeasured: the names of :data:`BIASES` the sampler has no estimate for (their traces NaN), declared by the
+            sampler: their cost is NaN ("not measured"). A bias that is NaN because the run went non-finite is not
+            in it, and costs ``inf`` ("not reached").
     """
 
     sampler: str = eqx.field(static=True)
@@ -63,18 +66,19 @@ class Trace(eqx.Module):
     tuning: dict = eqx.field(static=True)
     compile_seconds: float = eqx.field(static=True)
     info: dict = eqx.field(static=True, default_factory=dict)
+    unmeasured: tuple = eqx.field(static=True, default=())
 
     def cost(self, bias: str = "x2_max", of: str = "gradient_evaluations", tuning: bool = True,
              threshold: float = BIAS_THRESHOLD) -> float:
         """The cost at which ``biases[bias]`` first stays below ``threshold`` (``inf`` if never within the trace;
-        NaN where the sampler has no such estimate, its bias NaN throughout): ``of`` one of
+        NaN where the sampler declares no such estimate, :attr:`unmeasured`): ``of`` one of
         ``"gradient_evaluations"``, ``"sequential_steps"``, ``"seconds"``, with tuning's added (``tuning=True``) or
         not. For a ``"chain_*"`` bias the gradient evaluations are per chain."""
         if bias not in BIASES:
             raise ValueError(f"`bias` must be one of {BIASES}; received {bias!r}")
         if of not in ("gradient_evaluations", "sequential_steps", "seconds"):
             raise ValueError(f"`of` must be 'gradient_evaluations', 'sequential_steps' or 'seconds'; received {of!r}")
-        if np.all(np.isnan(np.asarray(self.biases[bias], np.float64))):
+        if bias in self.unmeasured:
             return float("nan")
         costs = np.asarray(getattr(self, of), np.float64) + (float(self.tuning[of]) if tuning else 0.0)
         if bias.startswith("chain_") and of == "gradient_evaluations":

@@ -39,4 +39,5 @@ def pathfinder(logdensity, init, rng_key, moments: dict, steps: int | None = Non
     return Trace(sampler="pathfinder", chains=chains, biases=biases, gradient_evaluations=np.asarray([iterates]),
                  sequential_steps=np.asarray([iterates]), seconds=np.asarray([seconds]),
                  tuning={"gradient_evaluations": 0.0, "sequential_steps": 0.0, "seconds": 0.0}, compile_seconds=0.0,
-                 info={"compilation": "inside seconds", "elbo_logdensity_evaluations": 200 * iterates})
+                 info={"compilation": "inside seconds", "elbo_logdensity_evaluations": 200 * iterates},
+                 unmeasured=("chain_x2_mean", "chain_x2_max"))
