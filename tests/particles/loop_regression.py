@@ -24,6 +24,9 @@ import optax
 import steinax
 
 
+NARROW_SD = 0.0005  # the sd of the narrow target whose run until settled halves the step
+
+
 def logp(x):
     """A correlated, mildly non-Gaussian 2-D target (a banana with a Gaussian base)."""
     return -0.5 * (x[0] ** 2 / 4.0 + (x[1] - 0.3 * x[0] ** 2 + 1.0) ** 2)
@@ -71,7 +74,7 @@ def cases() -> dict:
     for name in ("svgd", "svn"):
         _arrays(f"settle/{name}", steinax.run(_methods()[name], logp, x0, steps=None, rng_key=key), out)
     # a run until settled whose segments plateau, so that the step is halved (per segment, on its own trace)
-    narrow = lambda x: -0.5 * jnp.sum(x * x) / 0.0005**2  # noqa: E731
+    narrow = lambda x: -0.5 * jnp.sum(x * x) / NARROW_SD**2  # noqa: E731
     _arrays("settle/svgd_halving", steinax.run(steinax.svgd(), narrow, x0 * 0.01, steps=None, rng_key=key), out)
     _arrays("fixed/svgd_adagrad", steinax.run(steinax.svgd(), logp, x0, steps=150, rng_key=key,
                                               optimizer=steinax.adagrad_momentum(0.1)), out)
