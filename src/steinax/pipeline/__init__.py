@@ -7,6 +7,7 @@ whitened coordinates, the checks and a correction (the stage protocol: :mod:`ste
 * :mod:`steinax.pipeline.whitened`: a particle method on the target in the coordinates that map whitens;
 * :mod:`steinax.pipeline.stragglers`: particles far below the bulk's log-density, named;
 * :mod:`steinax.pipeline.correction`: each particle continues as a ChEES-HMC chain, exact in the limit;
+* :mod:`steinax.pipeline.modes`: separated modes among the chains' draws, and their weights by bridge sampling;
 * :mod:`steinax.pipeline.sample`: :func:`sample`, all of it in one call.
 """
 

@@ -15,7 +15,9 @@ The stages (each also callable alone, :mod:`steinax.pipeline`):
    missing-mode checks);
 4. **correction** (:class:`~steinax.pipeline.HMCCorrection`): each chosen point continues as a ChEES-HMC chain with
    the ensemble's covariance as its metric until the split R-hat across chains and the bulk ESS say the draws are
-   usable: exact in the limit, whatever the particles got wrong.
+   usable: exact in the limit, whatever the particles got wrong; where the chains sit in separated modes they cannot
+   leave, until they have converged within each, and the modes' weights are then estimated by bridge sampling
+   (:mod:`steinax.pipeline.modes`): the particles' split between modes does not decide the answer's.
 
 The result is right, or says it is not: :attr:`SampleResult.ok` is false, with :attr:`SampleResult.message` and a
 :class:`~steinax.particles.ConvergenceWarning`, when the correction's budget ran out before R-hat and ESS were met,
@@ -51,15 +53,22 @@ __all__ = ["sample", "SampleResult"]
 
 CORRECTIONS = ("always", "auto", "never")
 
+MAX_MASS_ERROR = 0.1
+"""The largest relative error of a mode's estimated mass (bridge sampling's) for the answer to count as right."""
+
 
 class SampleResult(eqx.Module):
     """What :func:`sample` returns.
 
     Attributes:
-        draws: ``[m, d]`` the answer in the target's (unconstrained) space: every kept draw of every chain after a
-            correction, else the particles.
+        draws: ``[m, d]`` the answer in the target's (unconstrained) space, equally weighted: every kept draw of
+            every chain after a correction, else the particles. Where the correction found separated modes, the
+            chains' draws resampled by ``weights`` (systematic resampling, as many draws): averages over ``draws``
+            are then right between modes too.
         samples: ``draws`` mapped by ``target.postprocess`` (NumPyro: a dict of constrained sites).
         chains: ``[chains, kept, d]`` the correction's draws by chain, or ``None`` where none ran.
+        weights: ``None``, or ``[chains * kept]`` the weight of each draw of ``chains.reshape(-1, d)`` (summing to
+            1) where the correction found separated modes: each mode's estimated mass over its draws.
         particles: ``[n, d]`` the particle stage's answer (before any correction).
         ok: whether the answer passed its checks (module docstring); ``message`` says why not.
         message: what the checks said, in a sentence.
@@ -85,14 +94,20 @@ class SampleResult(eqx.Module):
     seconds: dict = eqx.field(static=True)
     stage_draws: dict = eqx.field(default_factory=dict)
     labels: dict | None = eqx.field(static=True, default=None)
+    weights: np.ndarray | None = None
 
     def to_datatree(self, target=None, var_name: str = "x"):
         """The answer as an ArviZ ``DataTree``: the correction's chains as chains (R-hat and ESS apply), else the
-        particles as one chain marked ``steinax_particles = 1`` (as :meth:`steinax.RunResult.to_datatree`).
+        particles as one chain marked ``steinax_particles = 1`` (as :meth:`steinax.RunResult.to_datatree`). Where
+        the correction found separated modes, ``draws`` (resampled by the modes' weights) as one chain marked
+        ``steinax_resampled = 1``: chains that stay in one mode each would weigh the modes by their counts.
         NumPyro and PyMC sites need ``target`` to be split by name; without it the draws are one variable."""
         from arviz_base import from_dict
 
-        if self.chains is not None:
+        if self.chains is not None and self.weights is not None:
+            by_chain = self.draws[None]
+            attrs = {"steinax_stages": ",".join(self.stages), "steinax_ok": int(self.ok), "steinax_resampled": 1}
+        elif self.chains is not None:
             by_chain = self.chains
             attrs = {"steinax_stages": ",".join(self.stages), "steinax_ok": int(self.ok)}
         else:
@@ -228,7 +243,7 @@ def sample(target, *, rng_key: jax.Array, num_particles: int = 100, init=None, m
     stages["checks"] = checks
 
     before_correction = np.asarray(stage.particles)
-    chains = None
+    chains = weights = None
     if correction == "always" or (correction == "auto" and flagged):
         t0 = time.perf_counter()
         start = warm if checks.get("start") == "warm_start" else stage
@@ -237,24 +252,39 @@ def sample(target, *, rng_key: jax.Array, num_particles: int = 100, init=None, m
         learnt = stage.learnt["correction"]
         grads["correction"] = int(sum(learnt["gradient_evaluations"].values()))
         chains = learnt["draws"]
-        stages["correction"] = {k: v for k, v in learnt.items() if k not in ("draws", "affine")}
+        weights = learnt["weights"]
+        stages["correction"] = {k: v for k, v in learnt.items() if k not in ("draws", "affine", "weights")}
 
     ok, message = _verdict(stages, chains is not None, flagged)
     draws = chains.reshape(-1, dim) if chains is not None else np.asarray(stage.particles)
+    if weights is not None:
+        draws = draws[_systematic(weights, jax.random.fold_in(key_correct, 1))]
     grads["total"] = int(sum(grads.values()))
     seconds["total"] = time.perf_counter() - t_start
     if not ok:
         warnings.warn(f"steinax.sample: {message}", ConvergenceWarning, stacklevel=2)
     return SampleResult(draws=draws, samples=tgt.postprocess(jnp.asarray(draws)), chains=chains,
                         particles=before_correction, ok=ok, message=message, stages=stages, gradient_evaluations=grads, seconds=seconds,
-                        stage_draws=stage_draws, labels=getattr(tgt, "labels", None))
+                        stage_draws=stage_draws, labels=getattr(tgt, "labels", None), weights=weights)
+
+
+def _systematic(weights: np.ndarray, rng_key) -> np.ndarray:
+    """Indices of systematic resampling (Kitagawa 1996): ``m = len(weights)`` draws, draw ``i`` kept about
+    ``m * weights[i]`` times (never more than one off), from one uniform."""
+    m = weights.size
+    u = (float(jax.random.uniform(rng_key)) + np.arange(m)) / m
+    return np.minimum(np.searchsorted(np.cumsum(weights), u), m - 1)
 
 
 def _verdict(stages: dict, corrected: bool, flagged: bool) -> tuple[bool, str]:
     if corrected:
         c = stages["correction"]
         problems = []
-        if c["stopped"] != "converged":
+        modes = c.get("modes")
+        if modes is not None and not np.nanmax(modes["relative_error"]) <= MAX_MASS_ERROR:
+            problems.append(f"the weights of the {len(modes['weights'])} separated modes are uncertain (bridge "
+                            f"sampling's relative error {np.nanmax(modes['relative_error']):.2g} > {MAX_MASS_ERROR})")
+        if c["stopped"] not in ("converged", "converged within modes"):
             problems.append(f"the correction stopped at its budget ({c['steps']} transitions per chain) with split "
                             f"R-hat {c['rhat']:.3f} and bulk ESS {c['ess_bulk']:.0f} (wanted R-hat <= its `rhat` and "
                             "ESS >= its `min_ess`); raise HMCCorrection(max_steps=...)")
@@ -266,6 +296,11 @@ def _verdict(stages: dict, corrected: bool, flagged: bool) -> tuple[bool, str]:
                             "curvature)")
         if problems:
             return False, "; ".join(problems)
+        if c["stopped"] == "converged within modes":
+            shares = ", ".join(f"{w:.3f} ({n} chains)" for w, n in zip(modes["weights"], modes["resident"]))
+            return True, (f"converged within {len(modes['weights'])} separated modes (split R-hat at most "
+                          f"{np.nanmax(modes['rhat']):.3f} within each) after {c['steps']} transitions per chain; the modes' "
+                          f"weights by bridge sampling: {shares}; `draws` are resampled by them")
         return True, (f"converged: split R-hat {c['rhat']:.3f}, bulk ESS {c['ess_bulk']:.0f} after "
                       f"{c['steps']} transitions per chain")
     if flagged:

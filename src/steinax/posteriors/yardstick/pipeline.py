@@ -3,7 +3,9 @@
 Checkpoints: the warm start's draws, the particles, then every round of the correction (every chain's kept draws so
 far, pooled; and per chain, for the ``chain_*`` biases). **Decided here:** every stage counts as the run, none as
 tuning (``tuning`` is zero): the particles are an answer in their own right, and the correction's warm-up is in the
-cost of its first round. Sequential steps: L-BFGS iterations (the most of any start), the particle steps, one for the
+cost of its first round. Where the correction weighs separated modes, the last round's estimate is the weighted one
+(the rounds before it are the chains' unweighted draws, what the call would have answered had it stopped there), and
+the bridge sampling's log-density evaluations are counted as gradient evaluations. Sequential steps: L-BFGS iterations (the most of any start), the particle steps, one for the
 checks, and the correction's leapfrog steps (per transition the most any chain took). Seconds are wall time less
 JAX's compilation before each checkpoint (as the MCMC peers' run time excludes theirs); ``compile_seconds`` is all
 of the call's compilation.
@@ -26,8 +28,8 @@ COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/j
                    "/jax/core/compile/backend_compile_duration")
 
 
-def _row(draws, moments, chains=None) -> dict:
-    b = squared_bias(np.asarray(draws, np.float64).reshape(-1, np.shape(moments["mean"])[0]), moments)
+def _row(draws, moments, chains=None, weights=None) -> dict:
+    b = squared_bias(np.asarray(draws, np.float64).reshape(-1, np.shape(moments["mean"])[0]), moments, weights)
     row = {"x_mean": b["x"].mean(), "x_max": b["x"].max(), "x2_mean": b["x2"].mean(), "x2_max": b["x2"].max(),
            "chain_x2_mean": np.nan, "chain_x2_max": np.nan}
     if chains is not None:  # [chains, kept, d]: each chain's own estimate
@@ -82,10 +84,15 @@ def steinax_sample(target, init, rng_key, moments: dict, steps: int | None = Non
         run_s = c["seconds"]["sampling"]
         per_round = run_s / max(1, len(c["rounds"]["kept"]))
         spend(c["gradient_evaluations"]["warmup"], c["sequential_steps"]["warmup"], c["seconds"]["warmup"])
-        for gr, sq, kept in zip(c["rounds"]["gradient_evaluations"], c["rounds"]["sequential_steps"],
-                                c["rounds"]["kept"]):
+        last = len(c["rounds"]["kept"]) - 1
+        for i, (gr, sq, kept) in enumerate(zip(c["rounds"]["gradient_evaluations"], c["rounds"]["sequential_steps"],
+                                               c["rounds"]["kept"])):
             spend(gr, sq, per_round)
-            checkpoint(_row(res.chains[:, :kept], moments, chains=res.chains[:, :kept]))
+            weighted = res.weights is not None and i == last  # the modes' weights: the answer at the end
+            if weighted:
+                spend(c["modes"]["evaluations"], 1, 0.0)  # log-densities, counted as gradient evaluations
+            checkpoint(_row(res.chains[:, :kept], moments, chains=res.chains[:, :kept],
+                            weights=res.weights if weighted else None))
     biases = {name: np.asarray([r[name] for r in rows], np.float64) for name in BIASES}
     return Trace(sampler="steinax.sample", chains=int(np.shape(init)[0]), biases=biases,
                  gradient_evaluations=np.asarray(grads), sequential_steps=np.asarray(seq),
