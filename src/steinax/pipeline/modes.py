@@ -28,7 +28,7 @@ A proposal outside ``A_k`` counts as zero density, so the masses are of a partit
 answer, ``sum_k (Z_k / Z) E_p[f | A_k]``, is right for any partition, separated or not, as long as each region's
 draws are distributed as ``p`` restricted to it (the chains mix within it): a false split (a funnel's neck and mouth
 fitted by Gaussians of very different scales) costs precision, not correctness. Only log-density values are used: the score cannot see mixing
-proportions of separated modes (Wenliang & Kanagawa 2020), so no Stein discrepancy or Stein weight can correct them.
+proportions of separated modes (Wenliang & Kanagawa 2021), so no Stein discrepancy or Stein weight can correct them.
 """
 
 from __future__ import annotations
