@@ -113,5 +113,6 @@ def test_the_goal_counts_against_the_cheaper_nuts_and_the_best_many_chain_sample
     # runs that wrote no trace: stopped at the cap, or the sampler raised (its error is in the row's note)
     rows[3]["note"], rows[2]["note"] = "failed: ValueError: pvary should be called under jax.shard_map.", "stopped: cap"
     text = summary(rows, [256])
-    assert "| a | 2 | 60 / 5 / 1 | 100 / 50 / 1 | over the time cap | failed |" in text
-    assert "| a | not reached |  | over the time cap | failed |" in text
+    # columns in the registry's order: steinax.sample, numpyro_nuts, nuts, chees, mams
+    assert "| a | 2 | 60 / 5 / 1 | over the time cap | 100 / 50 / 1 | failed |" in text
+    assert "| a | not reached | over the time cap |  | failed |" in text

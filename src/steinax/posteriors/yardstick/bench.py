@@ -123,7 +123,8 @@ def summary(rows, chains_list) -> str:
             four[r["posterior"]].append(r)
     for chains in chains_list:
         sub = [r for r in rows if int(r["chains"]) == chains]
-        samplers = list(dict.fromkeys(r["sampler"] for r in sub))
+        present = set(r["sampler"] for r in sub)  # columns in the registry's order (steinax.sample first)
+        samplers = [s for s in SAMPLERS if s in present] + sorted(present - set(SAMPLERS))
         if not sub:
             continue
         by = collections.defaultdict(list)
