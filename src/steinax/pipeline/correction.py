@@ -151,7 +151,7 @@ class HMCCorrection(AbstractStage):
         kept, steps, grads, accept, divergent, stopped = [], 0, 0, [], 0, "max_steps"
         rounds = {"gradient_evaluations": [], "sequential_steps": [], "kept": []}
         rhat = ess = float("nan")
-        logd_last, labels, modes = None, None, None
+        logd_last, modes = None, None
         while steps < self.max_steps:
             states, (pos, logd, n_int, acc, div) = _sampling_round(tgt, affine, states, jax.random.fold_in(key_run, steps),
                                                                    step_size, leapfrogs, self.round_steps, bits)
@@ -171,7 +171,7 @@ class HMCCorrection(AbstractStage):
                 if rhat <= self.rhat and ess >= self.min_ess:
                     stopped = "converged"
                     break
-                labels = separated_modes(draws, per_chain=50)
+                labels = separated_modes(draws, per_chain=50) if rhat > self.rhat else None  # chains disagree
                 modes = None if labels is None else within_modes(draws, labels, self.rhat, self.min_ess)
                 if modes is not None and modes["converged"]:
                     stopped = "converged within modes"
@@ -180,14 +180,12 @@ class HMCCorrection(AbstractStage):
         draws_z = np.concatenate(kept, axis=1)
         draws_x = np.asarray(affine.forward(jnp.asarray(draws_z.reshape(-1, d)))).reshape(draws_z.shape)
         weights = None
-        if stopped == "converged within modes":  # every draw's mode; the masses by bridge sampling (whitened)
-            labels = separated_modes(draws_z)
-        if stopped == "converged within modes" and labels is not None:
+        if stopped == "converged within modes":  # the same grouping on every draw; the masses by bridge sampling
             shares = mode_weights(lambda y: logdensities(AffineTarget(tgt, affine), jnp.asarray(y, z.dtype)),
-                                  draws_z, labels, jax.random.fold_in(key_run, 2**31 - 1))
+                                  draws_z, separated_modes(draws_z), jax.random.fold_in(key_run, 2**31 - 1))
+            labels = shares.pop("labels")
             modes.update({k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in shares.items()})
-            modes.pop("labels")
-            weights = (shares["weights"] / np.maximum(shares["draws"], 1))[shares["labels"].reshape(-1)]
+            weights = (shares["weights"] / np.maximum(shares["draws"], 1))[labels.reshape(-1)]
         else:
             modes = None
         stragglers = find_stragglers(np.median(logd_last, axis=0), d).tolist()

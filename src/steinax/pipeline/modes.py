@@ -100,11 +100,10 @@ def _merge_overlapping(x: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 
 def _log_fit_density(x: np.ndarray, fit) -> np.ndarray:
-    """``log N(x; mu, cov)`` at the rows of ``x``."""
-    mu, cov = fit
-    chol = np.linalg.cholesky(cov)
-    z = np.linalg.solve(chol, (x - mu).T)
-    return -0.5 * np.sum(z * z, axis=0) - np.sum(np.log(np.diag(chol))) - 0.5 * x.shape[1] * np.log(2 * np.pi)
+    """``log N(x; mu, cov)`` at the rows of ``x`` (SciPy's)."""
+    from scipy.stats import multivariate_normal
+
+    return np.atleast_1d(multivariate_normal(*fit).logpdf(x))
 
 
 def separated_modes(chains, per_chain: int | None = None, seed: int = 0):

@@ -281,9 +281,10 @@ def _verdict(stages: dict, corrected: bool, flagged: bool) -> tuple[bool, str]:
         c = stages["correction"]
         problems = []
         modes = c.get("modes")
-        if modes is not None and not np.nanmax(modes["relative_error"]) <= MAX_MASS_ERROR:
+        if modes is not None and not np.all(np.asarray(modes["relative_error"]) <= MAX_MASS_ERROR):  # NaN: no estimate
             problems.append(f"the weights of the {len(modes['weights'])} separated modes are uncertain (bridge "
-                            f"sampling's relative error {np.nanmax(modes['relative_error']):.2g} > {MAX_MASS_ERROR})")
+                            f"sampling's relative errors {np.round(modes['relative_error'], 3).tolist()}, wanted at most "
+                            f"{MAX_MASS_ERROR} each)")
         if c["stopped"] not in ("converged", "converged within modes"):
             problems.append(f"the correction stopped at its budget ({c['steps']} transitions per chain) with split "
                             f"R-hat {c['rhat']:.3f} and bulk ESS {c['ess_bulk']:.0f} (wanted R-hat <= its `rhat` and "
