@@ -2,9 +2,10 @@
 
 The stages (each also callable alone, :mod:`steinax.pipeline`):
 
-1. **warm start** (:class:`~steinax.pipeline.LaplaceStart`): L-BFGS to the MAP from the target's own starting points
-   (``target.init_particles``, else ``N(0, I)``) and the Laplace normal there, or Pathfinder
-   (:class:`~steinax.pipeline.PathfinderStart`) where that normal does not exist: particles in the typical set and an
+1. **warm start** (:class:`~steinax.pipeline.LaplaceStart`): L-BFGS to every optimum it finds from a few of the
+   target's own starting points (``init``, else ``target.init_particles``, else ``N(0, I)``) and from points spread
+   3x wider, and the Laplace normal at each distinct one, each seeding its own share of the particles; or Pathfinder
+   (:class:`~steinax.pipeline.PathfinderStart`) where no such normal exists: particles in the typical set and an
    affine map;
 2. **particles** (:class:`~steinax.pipeline.WhitenedParticles`): a particle method (default SVGD) until settled,
    in the coordinates that map whitens;
@@ -19,9 +20,15 @@ The stages (each also callable alone, :mod:`steinax.pipeline`):
    leave, until they have converged within each, and the modes' weights are then estimated by bridge sampling
    (:mod:`steinax.pipeline.modes`): the particles' split between modes does not decide the answer's.
 
-The result is right, or says it is not: :attr:`SampleResult.ok` is false, with :attr:`SampleResult.message` and a
-:class:`~steinax.particles.ConvergenceWarning`, when the correction's budget ran out before R-hat and ESS were met,
-when chains are named as stragglers, or, without a correction, when the checks flag the particles.
+**What ``ok=True`` establishes, exactly.** After a correction: the chains agree (split R-hat and bulk ESS within
+each separated mode they found, bridge sampling's error on the modes' masses small), no chain is a straggler, and no
+transition diverged. It also says what the warm start searched: the optima found from so many starts spread so
+wide. It cannot establish that no mode was missed: a mode that no start reaches, and that no chain wanders into, is
+unseen by every check (:attr:`SampleResult.message` says what was searched). Without a correction, ``ok`` is the
+verdict of the particle checks (:func:`steinax.diagnostics.sample_quality` with ``spread=True``, always run then).
+``ok`` is false, with :attr:`SampleResult.message` and a :class:`~steinax.particles.ConvergenceWarning`, when the
+correction's budget ran out before R-hat and ESS were met, when chains are named as stragglers, or, without a
+correction, when the checks flag the particles.
 
 **Decided here** (measured on the posterior suite, ``experiments/posteriors/sample_suite.py`` and
 docs/posteriors.md): ``correction="always"`` by default. The checks flag most particle runs anyway, cost about as many
@@ -256,6 +263,7 @@ def sample(target, *, rng_key: jax.Array, num_particles: int = 100, init=None, m
         stages["correction"] = {k: v for k, v in learnt.items() if k not in ("draws", "affine", "weights")}
 
     ok, message = _verdict(stages, chains is not None, flagged)
+    message = f"{message}; {searched(stages.get('warm_start'))}"
     draws = chains.reshape(-1, dim) if chains is not None else np.asarray(stage.particles)
     if weights is not None:
         draws = draws[_systematic(weights, jax.random.fold_in(key_correct, 1))]
@@ -274,6 +282,24 @@ def _systematic(weights: np.ndarray, rng_key) -> np.ndarray:
     m = weights.size
     u = (float(jax.random.uniform(rng_key)) + np.arange(m)) / m
     return np.minimum(np.searchsorted(np.cumsum(weights), u), m - 1)
+
+
+def searched(warm: dict | None) -> str:
+    """What the warm start searched for modes, in a clause of :attr:`SampleResult.message`: what ``ok=True`` can and
+    cannot establish (a mode no start reached is unseen by every later stage)."""
+    if warm is None:
+        return ("no warm start searched for other modes (warm_start=False): a mode the starting points do not reach "
+                "is unseen")
+    search = warm.get("search")
+    if warm.get("method") == "laplace" and search is not None:
+        k = len(warm["optima"])
+        return (f"the warm start found {k} distinct optim{'um' if k == 1 else 'a'} from "
+                f"{search['from_start'] + search['wide']} L-BFGS starts ({search['from_start']} of the starting points, "
+                f"{search['wide']} spread {search['spread']:g}x wider), each seeding chains: a mode no start reached "
+                "is unseen")
+    paths = len(warm.get("elbos", ())) or "its"
+    return (f"the warm start (Pathfinder, {paths} paths from the starting points) looks for one mode: a mode its "
+            "paths did not reach is unseen")
 
 
 def _verdict(stages: dict, corrected: bool, flagged: bool) -> tuple[bool, str]:
