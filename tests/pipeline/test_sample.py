@@ -40,7 +40,8 @@ def test_every_stage_is_accounted_for(result):
     assert set(result.stage_draws) == {"warm_start", "particles"}
     assert result.particles.shape == (100, 3)
     g = result.gradient_evaluations
-    assert set(g) == {"warm_start", "particles", "checks", "correction", "total"}
+    assert set(g) == {"arguments", "warm_start", "particles", "checks", "correction", "total"}
+    assert g["arguments"] == 100  # the starting points' log-densities, checked before any stage
     assert g["total"] == sum(v for k, v in g.items() if k != "total") and g["particles"] > 0
     assert set(result.seconds) == {"warm_start", "particles", "checks", "correction", "total"}
     assert result.stages["correction"]["stopped"] == "converged"
@@ -64,7 +65,7 @@ def test_a_budget_too_small_for_the_checks_says_so():
     with pytest.warns(ConvergenceWarning, match="stopped at its budget"):
         res = steinax.sample(target, rng_key=jax.random.key(1), num_particles=20, warm_start=False, particles=False,
                              progress=False,
-                             corrector=HMCCorrection(warmup=30, round_steps=20, max_steps=20, min_ess=1e9))
+                             corrector=HMCCorrection(warmup=30, round_steps=20, max_steps=20, min_ess=1000))
     assert not res.ok and "budget" in res.message and res.stages["correction"]["stopped"] == "max_steps"
 
 

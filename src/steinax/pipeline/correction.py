@@ -48,7 +48,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from steinax.particles.loop.stages import AbstractStage, Staged
+from steinax.particles.loop.interrupt import interrupt_scope
+from steinax.particles.loop.stages import AbstractStage, Staged, StageInterrupted
 from steinax.pipeline.modes import mode_weights, separated_modes, within_modes
 from steinax.pipeline.stragglers import find_stragglers
 from steinax.targets.affine import AffineMap, AffineTarget
@@ -58,6 +59,11 @@ __all__ = ["HMCCorrection"]
 
 _STORED_NUMBERS = 20_000_000
 """At most this many numbers of draws are kept (thinning evenly beyond): 160 MB in float64."""
+
+
+MAX_STEPS = 10**7
+"""The most transitions per chain a correction may ask for (the Halton counter's bits and the stored draws stay
+bounded; 10^7 transitions of one cheap chain already take hours)."""
 
 
 MAX_LEAPFROG_STEPS = 1000
@@ -96,7 +102,9 @@ class HMCCorrection(AbstractStage):
     "max_steps"), "modes" (``None``, or per mode its resident chains, split R-hat and ESS over them, draws, weight,
     bridge sampling's relative error, and the log-density evaluations spent), "weights" (``None``, or
     ``[chains * kept]`` per draw, summing to 1),
-    "gradient_evaluations": {"warmup", "sampling"} (all chains), "sequential_steps": {"warmup", "sampling"} (per
+    "gradient_evaluations": {"start" (the start's check), "warmup" (each window's chains started afresh and every
+    leapfrog step), "sampling", "bridge" (bridge sampling's log-densities)}: evaluations of the target, all chains,
+    "evaluations": their sum, "sequential_steps": {"warmup", "sampling"} (per
     transition the most leapfrog steps any chain took, summed), "rounds": per round its {"gradient_evaluations",
     "sequential_steps", "kept" (draws per chain kept so far)}, "stragglers": chain indices, "seconds": {"warmup",
     "sampling"}}``.
@@ -110,6 +118,38 @@ class HMCCorrection(AbstractStage):
     min_ess: float = 400.0
     affine_from: tuple = ("particles", "warm_start")
 
+    def __check_init__(self):
+        """Refused when made, not when the correction starts after every earlier stage."""
+        for field in ("warmup", "round_steps", "max_steps"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"HMCCorrection: `{field}` must be a positive integer; received {value!r}")
+        if self.max_steps < self.round_steps:
+            raise ValueError(f"HMCCorrection: `max_steps` ({self.max_steps}) must be at least `round_steps` "
+                             f"({self.round_steps}): the chains are checked once per round")
+        if self.max_steps > MAX_STEPS:
+            raise ValueError(f"HMCCorrection: `max_steps` must be at most {MAX_STEPS} transitions per chain; received "
+                             f"{self.max_steps!r}")
+        rhat = self.rhat
+        if isinstance(rhat, bool) or not isinstance(rhat, (int, float)) or not 1.0 < rhat < 2.0:
+            raise ValueError(f"HMCCorrection: `rhat` must be a number in (1, 2) (split R-hat is about 1 for chains that "
+                             f"agree, and its rule reads R-hat <= `rhat`); received {rhat!r}")
+        ess = self.min_ess
+        if isinstance(ess, bool) or not isinstance(ess, (int, float)) or not (np.isfinite(ess) and ess > 0):
+            raise ValueError(f"HMCCorrection: `min_ess` must be a finite number > 0; received {ess!r}")
+        if not isinstance(self.affine_from, tuple) or not all(isinstance(a, str) for a in self.affine_from):
+            raise TypeError(f"HMCCorrection: `affine_from` must be a tuple of stage names; received {self.affine_from!r}")
+
+    def check_chains(self, chains: int) -> None:
+        """Refuse a rule that ``chains`` chains cannot meet: ``min_ess`` above ``m log10 m``, ``m`` the pooled draws
+        ``max_steps`` allows (the bulk ESS of antithetic chains exceeds ``m``; ``m log10 m`` is Stan's cap on it)."""
+        m = chains * self.max_steps
+        cap = m * np.log10(max(m, 10))
+        if self.min_ess > cap:
+            raise ValueError(f"HMCCorrection: `min_ess` = {self.min_ess:g} can never be reached: {chains} chains of at "
+                             f"most `max_steps` = {self.max_steps} transitions give {m} draws, whose ESS is at most "
+                             f"about {cap:.3g}; lower min_ess or raise max_steps")
+
     def apply(self, target, start: Staged, rng_key) -> Staged:
         try:
             import blackjax  # noqa: F401
@@ -118,28 +158,42 @@ class HMCCorrection(AbstractStage):
             raise ImportError("the correction stage (HMCCorrection, steinax.sample's default) needs BlackJAX and "
                               "NumPyro: pip install 'steinax[sample]'") from exc
 
-        for field in ("warmup", "round_steps", "max_steps"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{field}` must be a positive integer; received {value!r}")
         tgt = as_target(target)
+        with interrupt_scope() as scope:  # joins steinax.sample's: Ctrl-C is seen between windows and rounds
+            return self._run(tgt, start, rng_key, scope, effective_sample_size, split_gelman_rubin)
+
+    def _run(self, tgt, start: Staged, rng_key, scope, effective_sample_size, split_gelman_rubin) -> Staged:
         affine = _whitening(start, self.affine_from)
         z = affine.inverse(jnp.asarray(start.particles))
         chains, d = z.shape
+        self.check_chains(chains)
         bad = np.flatnonzero(~np.isfinite(np.asarray(logdensities(AffineTarget(tgt, affine), z))))
         if bad.size:  # a chain started there would never move (every proposal's ratio is NaN), silently
             raise FloatingPointError(f"the correction's start: the log-density is not finite at particles "
                                      f"{bad[:10].tolist()}{' ...' if bad.size > 10 else ''} ({bad.size} of {chains}); "
                                      "check the target there, or start the correction elsewhere")
         key_warm, key_run = jax.random.split(rng_key)
+        spent = {"start": chains, "warmup": 0, "sampling": 0, "bridge": 0}  # log-density evaluations, all chains
+
+        def stop(where: str, positions, draws_z=None):
+            """Ctrl-C: the stage's partial learnt (the draws so far) with the chains' positions."""
+            draws_x = None if draws_z is None else np.asarray(affine.forward(jnp.asarray(
+                draws_z.reshape(-1, d)))).reshape(draws_z.shape)
+            learnt = {"draws": draws_x, "evaluations": int(sum(spent.values())), "gradient_evaluations": dict(spent),
+                      "stopped": "interrupted", "where": where}
+            return StageInterrupted(f"interrupted (Ctrl-C) in the correction {where}", self.name, where,
+                                    affine.forward(positions), learnt)
 
         t0 = time.perf_counter()
         windows = _windows(self.warmup)
-        step_size, warm_grads, warm_sequential = jnp.asarray(0.5, z.dtype), 0, 0
+        step_size, warm_sequential = jnp.asarray(0.5, z.dtype), 0
         for w, length in enumerate(windows):  # equal windows: one compilation serves them all
+            if scope.requested:
+                raise stop(f"before warm-up window {w + 1} of {len(windows)}", z)
             states, (step_size, leapfrogs), seen, n_int = _warm_window(tgt, affine, z, jax.random.fold_in(key_warm, w),
                                                                       step_size, length)
-            warm_grads += int(np.sum(np.asarray(n_int)))
+            # each window starts its chains afresh (one evaluation each), then one per leapfrog step
+            spent["warmup"] += chains + int(np.sum(np.asarray(n_int)))
             warm_sequential += int(np.sum(np.max(np.asarray(n_int), axis=1)))
             if w < len(windows) - 1:  # the metric from the chains' second half of the window, pooled
                 refit = affine.refit(affine.forward(seen.reshape(-1, d)))
@@ -148,15 +202,18 @@ class HMCCorrection(AbstractStage):
 
         bits = int(np.ceil(np.log2(max(windows) + self.max_steps + 1)))
         thin = max(1, -(-self.max_steps * chains * d // _STORED_NUMBERS))
-        kept, steps, grads, accept, divergent, stopped = [], 0, 0, [], 0, "max_steps"
+        kept, steps, accept, divergent, stopped = [], 0, [], 0, "max_steps"
         rounds = {"gradient_evaluations": [], "sequential_steps": [], "kept": []}
         rhat = ess = float("nan")
         logd_last, modes = None, None
         while steps < self.max_steps:
+            if scope.requested:
+                raise stop(f"after {steps} transitions per chain (warm-up done)", states.position,
+                           np.concatenate(kept, axis=1) if kept else None)
             states, (pos, logd, n_int, acc, div) = _sampling_round(tgt, affine, states, jax.random.fold_in(key_run, steps),
                                                                    step_size, leapfrogs, self.round_steps, bits)
             steps += self.round_steps
-            grads += int(np.sum(np.asarray(n_int)))
+            spent["sampling"] += int(np.sum(np.asarray(n_int)))
             rounds["gradient_evaluations"].append(int(np.sum(np.asarray(n_int))))
             rounds["sequential_steps"].append(int(np.sum(np.max(np.asarray(n_int), axis=1))))
             accept.append(float(np.mean(np.asarray(acc))))
@@ -186,13 +243,14 @@ class HMCCorrection(AbstractStage):
             labels = shares.pop("labels")
             modes.update({k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in shares.items()})
             weights = (shares["weights"] / np.maximum(shares["draws"], 1))[labels.reshape(-1)]
+            spent["bridge"] = int(shares["evaluations"])
         else:
             modes = None
         stragglers = find_stragglers(np.median(logd_last, axis=0), d).tolist()
         learnt = {"draws": draws_x, "affine": affine, "step_size": float(step_size), "leapfrog_steps": float(leapfrogs),
                   "acceptance": float(np.mean(accept)), "divergences": divergent, "rhat": rhat, "ess_bulk": ess,
                   "steps": steps, "thin": thin, "stopped": stopped, "modes": modes, "weights": weights,
-                  "gradient_evaluations": {"warmup": warm_grads, "sampling": grads},
+                  "gradient_evaluations": dict(spent), "evaluations": int(sum(spent.values())),
                   "sequential_steps": {"warmup": warm_sequential, "sampling": int(sum(rounds["sequential_steps"]))},
                   "rounds": rounds,
                   "stragglers": stragglers, "seconds": {"warmup": t1 - t0, "sampling": t2 - t1}}

@@ -46,19 +46,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from steinax.particles.loop.interrupt import interrupt_scope
 from steinax.particles.loop.options import RunOptions
 from steinax.particles.loop.settle import ConvergenceWarning
-from steinax.particles.loop.stages import AbstractStage, Staged
+from steinax.particles.loop.stages import AbstractStage, Staged, StageInterrupted
+from steinax.pipeline.arguments import CORRECTIONS, check_sample_arguments
 from steinax.pipeline.correction import HMCCorrection
 from steinax.pipeline.handoff import choose_start
-from steinax.pipeline.laplace import LaplaceStart
 from steinax.pipeline.stragglers import find_stragglers
 from steinax.pipeline.whitened import WhitenedParticles
 from steinax.targets.base import as_target, logdensities
 
-__all__ = ["sample", "SampleResult"]
-
-CORRECTIONS = ("always", "auto", "never")
+__all__ = ["sample", "SampleResult", "SampleInterrupted", "CORRECTIONS"]
 
 MAX_MASS_ERROR = 0.1
 """The largest relative error of a mode's estimated mass (bridge sampling's) for the answer to count as right."""
@@ -130,38 +129,69 @@ class SampleResult(eqx.Module):
                          dims=labels.get("dims"))
 
 
-def _initial(target, rng_key, n: int, init):
-    if init is not None:
-        x = jnp.asarray(init)
-        if x.ndim != 2:
-            raise ValueError(f"`init` must be [n, d] starting points; received shape {tuple(x.shape)}")
-        return x
-    make = getattr(target, "init_particles", None)
-    if make is not None:
-        return jnp.asarray(make(rng_key, n))
-    dim = getattr(target, "dim", None)
-    if not isinstance(dim, int):
-        raise ValueError("`init` is needed: the target has neither `init_particles` nor a `dim` to draw N(0, I) in")
-    return jax.random.normal(rng_key, (n, dim), jnp.result_type(float))
+class SampleInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`sample`: ``.result`` is a :class:`SampleResult` of what was done (``ok=False``, its
+    ``message`` saying where it stopped, ``draws`` the latest stage's points: the correction's draws so far, else the
+    particles where the particle loop stopped, else the warm start's, else the starting points), ``.stage`` the stage
+    it stopped in and ``.where`` how far that stage got."""
+
+    def __init__(self, message: str, stage: str, where: str, result: SampleResult):
+        super().__init__(message)
+        self.stage, self.where, self.result = stage, where, result
 
 
-def _warm_stage(warm_start) -> AbstractStage:
-    if warm_start is True:
-        return LaplaceStart()
-    if isinstance(warm_start, AbstractStage) and warm_start.name == "warm_start":
-        return warm_start
-    raise TypeError(f"`warm_start` must be True, False or a warm-start stage (LaplaceStart, PathfinderStart); "
-                    f"received {warm_start!r}")
+class _Ledger:
+    """What :func:`sample` has done so far: per stage its seconds, its evaluations of the target (the one cost
+    ledger: each stage reports ``learnt["evaluations"]``, counted where they are made) and what it found; the latest
+    points in the target's space."""
+
+    def __init__(self, scope, args):
+        self.scope, self.args, self.t_start = scope, args, time.perf_counter()
+        self.seconds, self.grads, self.stages, self.stage_draws = {}, {}, {}, {}
+        self.points, self.particles, self.chains = np.asarray(args.init), None, None
+        self.grads["arguments"] = int(args.init.shape[0])  # the starting points' log-densities, checked
+
+    def run(self, name: str, fn):
+        """``fn()`` as stage ``name``, timed; Ctrl-C before it, during it (its stage's own partial result) or as it
+        ended stops :func:`sample` there."""
+        if self.scope.requested:
+            raise self.interrupted(name, "before it started")
+        t0 = time.perf_counter()
+        try:
+            out = fn()
+        except StageInterrupted as err:
+            self.seconds[name] = time.perf_counter() - t0
+            self.grads[name] = int(err.learnt.get("evaluations", 0))
+            self.points = np.asarray(err.particles)
+            draws = err.learnt.get("draws")
+            if draws is not None and draws.shape[1]:
+                self.chains = draws
+            self.stages[name] = {k: v for k, v in err.learnt.items()
+                                 if k not in ("draws", "affine", "result", "results")}
+            raise self.interrupted(name, err.where) from None
+        self.seconds[name] = time.perf_counter() - t0
+        if self.scope.requested:
+            raise self.interrupted(name, "as it finished (its work is kept)")
+        return out
+
+    def interrupted(self, stage: str, where: str) -> SampleInterrupted:
+        self.scope.honoured = True
+        d = self.points.shape[1]
+        draws = self.chains.reshape(-1, d) if self.chains is not None else self.points
+        message = (f"interrupted (Ctrl-C) in the {stage} stage, {where}; stages done: "
+                   f"{', '.join(s for s in self.stages if s != stage) or 'none'}; the draws are the "
+                   f"{'correction chains so far' if self.chains is not None else 'latest stage points'}, not checked")
+        self.grads["total"] = int(sum(v for k, v in self.grads.items() if k != "total"))
+        self.seconds["total"] = time.perf_counter() - self.t_start
+        tgt = self.args.target
+        result = SampleResult(draws=draws, samples=tgt.postprocess(jnp.asarray(draws)), chains=self.chains,
+                              particles=self.particles if self.particles is not None else self.points, ok=False,
+                              message=message, stages=self.stages, gradient_evaluations=self.grads,
+                              seconds=self.seconds, stage_draws=self.stage_draws, labels=getattr(tgt, "labels", None))
+        return SampleInterrupted(message + "; `err.result` holds them", stage, where, result)
 
 
-def _check_arguments(num_particles, correction):
-    if isinstance(num_particles, bool) or not isinstance(num_particles, (int, np.integer)) or num_particles < 2:
-        raise ValueError(f"`num_particles` must be an integer >= 2; received {num_particles!r}")
-    if correction not in CORRECTIONS:
-        raise ValueError(f"`correction` must be one of {CORRECTIONS}; received {correction!r}")
-
-
-def sample(target, *, rng_key: jax.Array, num_particles: int = 100, init=None, method=None,
+def sample(target, *, rng_key: jax.Array, num_particles: int | None = None, init=None, method=None,
            warm_start: AbstractStage | bool = True, particles: bool = True, correction: str = "always",
            corrector: HMCCorrection | None = None, progress: bool | str = "auto") -> SampleResult:
     """Draws from ``target``: warm start, particles, checks, correction (module docstring).
@@ -170,19 +200,27 @@ def sample(target, *, rng_key: jax.Array, num_particles: int = 100, init=None, m
         target: a log-density of one ``[d]`` point or a steinax target (``steinax.targets.from_numpyro``,
             ``from_pymc``, ``from_tfp`` for models).
         rng_key: a JAX key.
-        num_particles: particles (and, after a correction, chains).
-        init: ``[n, d]`` starting points (default ``target.init_particles``, else ``N(0, I)``).
+        num_particles: particles (and, after a correction, chains); default 100, or ``init``'s rows (giving both,
+            they must agree).
+        init: ``[n, d]`` starting points (default ``target.init_particles``, else ``N(0, I)``); each must have a finite
+            log-density. The warm start searches for optima from a few of them and from points spread 3x wider.
         method: the particle method (default ``steinax.svgd()``).
-        warm_start: ``True`` (:class:`LaplaceStart`: MAP and Laplace, Pathfinder where the MAP's normal does not
-            exist), a warm-start stage (``LaplaceStart(...)``, ``PathfinderStart(...)``), or ``False``.
+        warm_start: ``True`` (:class:`LaplaceStart`: every optimum it finds and its Laplace normal, Pathfinder where
+            no such normal exists), a warm-start stage (``LaplaceStart(...)``, ``PathfinderStart(...)``), or ``False``.
         particles: run the particle stage (``False``: the correction starts from the warm start's draws).
         correction: ``"always"`` (default), ``"auto"`` (when the checks flag the particles or name a straggler),
-            or ``"never"``.
+            or ``"never"``. Without a correction the answer is checked by
+            :func:`steinax.diagnostics.sample_quality` with ``spread=True``.
         corrector: the correction stage's settings (default :class:`HMCCorrection()`).
         progress: the particle loop's bar (``steinax.run``'s ``progress``).
 
     Returns:
         A :class:`SampleResult`.
+
+    Raises:
+        ValueError, TypeError: an argument is wrong (:mod:`steinax.pipeline.arguments`: checked before any work).
+        SampleInterrupted: Ctrl-C (a ``KeyboardInterrupt``), seen between the stages' compiled pieces (a warm start's
+            L-BFGS, 100 particle steps, a correction's warm-up window or round): ``err.result`` holds what was done.
 
     Example:
         >>> import jax, jax.numpy as jnp, steinax
@@ -195,85 +233,124 @@ def sample(target, *, rng_key: jax.Array, num_particles: int = 100, init=None, m
     (Not run with the docstrings' examples, for time: the README's first example runs the same call, and
     ``tests/pipeline/test_sample.py`` checks it.)
     """
+    with interrupt_scope() as scope:  # the one Ctrl-C scope: every stage, loop and compilation inside joins it
+        args = check_sample_arguments(target, rng_key=rng_key, num_particles=num_particles, init=init, method=method,
+                                      warm_start=warm_start, particles=particles, correction=correction,
+                                      corrector=corrector, progress=progress)
+        ledger = _Ledger(scope, args)
+        if scope.requested:  # pressed during the argument checks
+            raise ledger.interrupted("arguments", "before any stage ran")
+        result = _stages(args, ledger, rng_key)
+        if scope.requested:  # pressed as the result was put together: the result is whole, but the user asked to stop
+            ledger.chains, ledger.points = result.chains, result.draws
+            raise ledger.interrupted("final", "after every stage ran (the result is complete)")
+    if not result.ok:
+        warnings.warn(f"steinax.sample: {result.message}", ConvergenceWarning, stacklevel=2)
+    return result
+
+
+def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
+    """The stages in order (module docstring), each recording into ``ledger``."""
     from steinax.particles import svgd
 
-    _check_arguments(num_particles, correction)
-    tgt = as_target(target)
-    key_init, key_warm, key_particles, key_checks, key_correct = jax.random.split(rng_key, 5)
-    t_start = time.perf_counter()
-    stage = Staged(particles=_initial(tgt, key_init, int(num_particles), init))
+    tgt = args.target
+    key_warm, key_particles, key_checks, key_correct = jax.random.split(jax.random.fold_in(rng_key, 1), 4)
+    stage = Staged(particles=args.init)
     dim = int(stage.particles.shape[1])
-    seconds, grads, stages, stage_draws = {}, {}, {}, {}
+    grads, stages, stage_draws = ledger.grads, ledger.stages, ledger.stage_draws
 
-    if warm_start is not False:
-        t0 = time.perf_counter()
-        stage = _warm_stage(warm_start)(tgt, stage, key_warm)
-        seconds["warm_start"] = time.perf_counter() - t0
+    if args.warm_start is not None:
+        stage = ledger.run("warm_start", lambda: args.warm_start(tgt, stage, key_warm))
         learnt = stage.learnt["warm_start"]
-        grads["warm_start"] = int(sum(learnt["lbfgs_iterations"])) + int(learnt.get("hessian_evaluations", 0))
+        grads["warm_start"] = _warm_evaluations(learnt)
         stages["warm_start"] = {k: v for k, v in learnt.items() if k not in ("affine", "map")}
-        stage_draws["warm_start"] = np.asarray(stage.particles)
+        stage_draws["warm_start"] = ledger.points = np.asarray(stage.particles)
 
     warm = stage
-    if particles:
-        t0 = time.perf_counter()
-        whitened = WhitenedParticles(method if method is not None else svgd(), steps=None,
-                                     options=RunOptions(progress=progress))
-        stage = whitened(tgt, stage, key_particles)
-        seconds["particles"] = time.perf_counter() - t0
+    if args.particles:
+        whitened = WhitenedParticles(args.method if args.method is not None else svgd(), steps=None,
+                                     options=RunOptions(progress=args.progress))
+        stage = ledger.run("particles", lambda: whitened(tgt, warm, key_particles))
         learnt = stage.learnt["particles"]
-        grads["particles"] = int(learnt["score_evaluations"])
+        grads["particles"] = int(learnt["evaluations"])
         result = learnt["result"]
         stages["particles"] = {"steps": int(result.state.step), "converged": result.converged}
-        stage_draws["particles"] = np.asarray(stage.particles)
+        stage_draws["particles"] = ledger.points = ledger.particles = np.asarray(stage.particles)
 
-    t0 = time.perf_counter()
-    checks = {}
-    if particles and warm_start is not False:  # the correction's start: the hand-off with the smaller KSD
-        chosen, ksds = choose_start(tgt, {"warm_start": warm.particles, "particles": stage.particles},
-                                    warm.learnt["warm_start"]["affine"])
-        checks.update(start=chosen, start_ksd=ksds)
-        grads["checks"] = int(warm.particles.shape[0] + stage.particles.shape[0])
-    logd = np.asarray(logdensities(tgt, stage.particles))
-    named = find_stragglers(logd, dim).tolist()
-    checks["stragglers"] = named
-    grads["checks"] = grads.get("checks", 0) + int(logd.size)
-    flagged = bool(named)
-    if correction == "auto" or (correction == "never" and particles):
-        from steinax.diagnostics.quality import sample_quality
+    handoff = stage
+    checks, flagged = {}, [False]
 
-        quality = sample_quality(stage.particles, tgt, spread=True, rng_key=key_checks)
-        checks.update(collapsed=bool(quality.collapsed), flagged=bool(quality.flagged),
-                      ksd=float(quality.discrepancy))
-        flagged = flagged or bool(quality.flagged)
-    seconds["checks"] = time.perf_counter() - t0
+    def run_checks():
+        spent = 0
+        if args.particles and args.warm_start is not None:  # the correction's start: the hand-off with the smaller KSD
+            chosen, ksds = choose_start(tgt, {"warm_start": warm.particles, "particles": handoff.particles},
+                                        warm.learnt["warm_start"]["affine"])
+            checks.update(start=chosen, start_ksd=ksds)
+            spent += int(warm.particles.shape[0] + handoff.particles.shape[0])
+        logd = np.asarray(logdensities(tgt, handoff.particles))
+        named = find_stragglers(logd, dim).tolist()
+        checks["stragglers"] = named
+        spent += int(logd.size)
+        flagged[0] = bool(named)
+        if args.correction != "always":  # no correction may run: the answer's own checks
+            from steinax.diagnostics.quality import sample_quality
+
+            quality = sample_quality(handoff.particles, tgt, spread=True, rng_key=key_checks)
+            checks.update(collapsed=bool(quality.collapsed), flagged=bool(quality.flagged),
+                          ksd=float(quality.discrepancy))
+            spent += _quality_evaluations(quality, int(handoff.particles.shape[0]))
+            flagged[0] = flagged[0] or bool(quality.flagged)
+        grads["checks"] = spent
+
     stages["checks"] = checks
+    ledger.run("checks", run_checks)
 
-    before_correction = np.asarray(stage.particles)
     chains = weights = None
-    if correction == "always" or (correction == "auto" and flagged):
-        t0 = time.perf_counter()
-        start = warm if checks.get("start") == "warm_start" else stage
-        stage = (corrector or HMCCorrection())(tgt, start, key_correct)
-        seconds["correction"] = time.perf_counter() - t0
+    if args.correction == "always" or (args.correction == "auto" and flagged[0]):
+        start = warm if checks.get("start") == "warm_start" else handoff
+        stage = ledger.run("correction", lambda: args.corrector(tgt, start, key_correct))
         learnt = stage.learnt["correction"]
-        grads["correction"] = int(sum(learnt["gradient_evaluations"].values()))
+        grads["correction"] = int(learnt["evaluations"])
         chains = learnt["draws"]
         weights = learnt["weights"]
         stages["correction"] = {k: v for k, v in learnt.items() if k not in ("draws", "affine", "weights")}
 
-    ok, message = _verdict(stages, chains is not None, flagged)
+    ok, message = _verdict(stages, chains is not None, flagged[0])
     message = f"{message}; {searched(stages.get('warm_start'))}"
-    draws = chains.reshape(-1, dim) if chains is not None else np.asarray(stage.particles)
+    draws = chains.reshape(-1, dim) if chains is not None else np.asarray(handoff.particles)
     if weights is not None:
         draws = draws[_systematic(weights, jax.random.fold_in(key_correct, 1))]
-    grads["total"] = int(sum(grads.values()))
-    seconds["total"] = time.perf_counter() - t_start
-    if not ok:
-        warnings.warn(f"steinax.sample: {message}", ConvergenceWarning, stacklevel=2)
+    grads["total"] = int(sum(v for k, v in grads.items() if k != "total"))
+    ledger.seconds["total"] = time.perf_counter() - ledger.t_start
     return SampleResult(draws=draws, samples=tgt.postprocess(jnp.asarray(draws)), chains=chains,
-                        particles=before_correction, ok=ok, message=message, stages=stages, gradient_evaluations=grads, seconds=seconds,
-                        stage_draws=stage_draws, labels=getattr(tgt, "labels", None), weights=weights)
+                        particles=np.asarray(handoff.particles), ok=ok, message=message, stages=stages,
+                        gradient_evaluations=grads, seconds=ledger.seconds, stage_draws=stage_draws,
+                        labels=getattr(tgt, "labels", None), weights=weights)
+
+
+def _warm_evaluations(learnt: dict) -> int:
+    """A warm start's evaluations: L-BFGS's, counted (:class:`LaplaceStart`), each Hessian as ``d``; where Pathfinder
+    ran, its L-BFGS iterations (at least one evaluation each: BlackJAX does not report its line searches') and its
+    ELBO draws."""
+    total = int(learnt.get("evaluations", 0)) + int(learnt.get("hessian_evaluations", 0))
+    if "elbo_evaluations" in learnt:  # Pathfinder (alone, or LaplaceStart's fallback)
+        total += int(learnt["elbo_evaluations"]) + int(sum(learnt.get("pathfinder_iterations", ())))
+    return total
+
+
+def _quality_evaluations(quality, n: int) -> int:
+    """:func:`steinax.diagnostics.sample_quality` with ``spread=True``'s evaluations, as each check documents its
+    cost: the draws once; the relaxation check's MALA moves ``n (steps + PILOT_ROUNDS CHUNK)``; the mode check's
+    ascents ``(rows + n_starts) ascent_steps``."""
+    from steinax.diagnostics.modes import MAX_ROWS
+    from steinax.diagnostics.relaxation import CHUNK, PILOT_ROUNDS
+
+    total = n
+    if quality.relaxation is not None:
+        total += n * (int(quality.relaxation.steps) + PILOT_ROUNDS * CHUNK)
+    if quality.modes is not None:
+        total += (min(n, MAX_ROWS) + int(quality.modes.n_starts)) * 1000
+    return total
 
 
 def _systematic(weights: np.ndarray, rng_key) -> np.ndarray:

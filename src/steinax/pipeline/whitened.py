@@ -30,7 +30,8 @@ import jax
 
 from steinax.particles.base import AbstractParticleMethod
 from steinax.particles.loop.options import RunOptions
-from steinax.particles.loop.stages import AbstractStage, Staged
+from steinax.particles.loop.result import RunInterrupted
+from steinax.particles.loop.stages import AbstractStage, Staged, StageInterrupted
 from steinax.particles.loop.stopping import as_stopping_rule
 from steinax.particles.optim import isotropic_adam
 from steinax.targets.affine import AffineMap, AffineTarget
@@ -46,7 +47,9 @@ class WhitenedParticles(AbstractStage):
     ignore it), else the start particles' moments.
 
     Learns ``{"result": RunResult of the last round (in z), "results": every round's, "affine": the last round's
-    AffineMap, "score_evaluations": particles times steps over all rounds}``; the results' ``samples`` are in the
+    AffineMap, "score_evaluations": particles times steps over all rounds, "evaluations": every evaluation of the
+    target the rounds made (:attr:`~steinax.particles.RunResult.evaluations`)}``; Ctrl-C raises
+    :class:`~steinax.particles.loop.stages.StageInterrupted` with the particles where the run stopped; the results' ``samples`` are in the
     target's own space.
     """
 
@@ -71,11 +74,24 @@ class WhitenedParticles(AbstractStage):
             if i > 0:  # refit: the ensemble's moments in the current coordinates, composed with the map
                 affine = affine.refit(particles)
             z = affine.inverse(particles)
-            result = rule.run(self.method, AffineTarget(target, affine), z, optimizer=optimizer,
-                              rng_key=rng_key if i == 0 else jax.random.fold_in(rng_key, i), initial_state=None, options=self.options)
+            try:
+                result = rule.run(self.method, AffineTarget(target, affine), z, optimizer=optimizer,
+                                  rng_key=rng_key if i == 0 else jax.random.fold_in(rng_key, i), initial_state=None,
+                                  options=self.options)
+            except RunInterrupted as err:  # the particles where it stopped, in the target's space, with the rounds
+                done = results + [err.result]
+                raise StageInterrupted(
+                    f"interrupted (Ctrl-C) in the particle stage at step {err.step} of round {i + 1} of "
+                    f"{self.refits + 1}", self.name, f"step {err.step} of round {i + 1} of {self.refits + 1}",
+                    affine.forward(err.result.particles), _learnt(done, affine)) from None
             particles = affine.forward(result.particles)
             results.append(result)
-        evaluations = sum(int(r.state.step) * int(r.particles.shape[0]) for r in results)
-        return Staged(particles=particles, state=None,
-                      learnt={**start.learnt, self.name: {"result": results[-1], "results": results, "affine": affine,
-                                                          "score_evaluations": evaluations}})
+        return Staged(particles=particles, state=None, learnt={**start.learnt, self.name: _learnt(results, affine)})
+
+
+def _learnt(results: list, affine: AffineMap) -> dict:
+    """What the stage learns from its rounds' results: "evaluations" (every round's
+    :attr:`~steinax.particles.RunResult.evaluations`) and "score_evaluations" (particles times steps alone)."""
+    return {"result": results[-1], "results": results, "affine": affine,
+            "score_evaluations": sum(int(r.state.step) * int(r.particles.shape[0]) for r in results),
+            "evaluations": sum(int(r.evaluations or 0) for r in results)}

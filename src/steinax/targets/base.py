@@ -314,6 +314,9 @@ def check_target(target: AbstractTarget, rng_key: jax.Array, particles: jax.Arra
             raise ValueError(
                 f"`{name}` must return a scalar log-density for one point of shape ({d},); it returned shape {got}"
             )
+        if not jnp.issubdtype(out.dtype, jnp.floating):
+            raise ValueError(f"`{name}` must return a real floating-point log-density; it returned dtype {out.dtype} "
+                             "(a score needs a differentiable value: compute it in floats)")
     try:
         logd, scores = jax.eval_shape(target.evaluate, rng_key, particles)
     except Exception as exc:

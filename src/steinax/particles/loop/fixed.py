@@ -28,7 +28,7 @@ from steinax.particles.loop.interrupt import interrupt_scope
 from steinax.particles.loop.options import MAX_STEPS, RunOptions, as_state, positive_int
 from steinax.particles.loop.progress import progress_bar
 from steinax.particles.loop.result import NonFiniteError, RunInterrupted, RunResult, Trace
-from steinax.particles.loop.segment import compiled_segment, initial_record
+from steinax.particles.loop.segment import compiled_segment, diagnostic_count, initial_record
 from steinax.particles.loop.settle import (particle_moments, settle_window_start, settled_over, warn_if_diverging,
                                            warn_if_unsettled)
 from steinax.particles.optim import refuse_value_optimizers
@@ -58,9 +58,13 @@ def run_fixed(method, target, particles=None, *, steps: int, optimizer=None, rng
     layout = (options.diagnostic_block_size, points)
     trace = first_trace(method, target, diag_kernel, particles, rng_key, layout, state, prior_trace, options.checkpoint)
     segment = (method, target, optimizer, diag_kernel, rng_key, trace_every, layout)
+    step0, records0 = int(state.step), int(trace.step.shape[0])
     state, trace, failed, stopped, snapshot = drive(segment, state, trace, end_step, steps, saver, options.progress)
+    n = int(particles.shape[0])  # RunResult.evaluations: the first record's n, n per step, the points at each record
+    evaluations = n * (1 + int(state.step) - step0) + diagnostic_count(n, points) * (int(trace.step.shape[0]) - records0)
     result = RunResult(particles=state.particles, samples=target.postprocess(state.particles), trace=trace,
-                       state=state, wall_time=time.perf_counter() - t0, labels=getattr(target, "labels", None))
+                       state=state, wall_time=time.perf_counter() - t0, labels=getattr(target, "labels", None),
+                       evaluations=evaluations)
     return finish(result, failed, stopped, snapshot, end_step)
 
 

@@ -55,6 +55,10 @@ class RunResult(eqx.Module):
         convergence: ``{"steps", "delta", "learning_rate", "stein_identity"}`` (``steps=None``) or
             ``{"steps", "delta", "window", "tolerance"}`` (fixed length) at the end.
         labels: the model's ``{"coords", "dims"}`` for :meth:`to_datatree` (PyMC models), else ``None``.
+        evaluations: evaluations of the target (a log-density with its score, at one point) this call made: one per
+            particle per step, one per particle at the first trace record, one per diagnostic point at every later
+            record (and, for ``steps=None``, one per particle for the final check of Stein's identity). Curvatures
+            (matrix-valued kernels' Hessians, Fisher matrices) are not in it.
     """
 
     particles: jax.Array
@@ -65,6 +69,7 @@ class RunResult(eqx.Module):
     converged: bool | None = eqx.field(static=True, default=None)
     convergence: dict | None = eqx.field(static=True, default=None)
     labels: dict | None = eqx.field(static=True, default=None)
+    evaluations: int | None = eqx.field(static=True, default=None)
 
     def to_datatree(self, var_name: str = "x"):
         """The samples as an ArviZ ``DataTree`` (one chain, particles as draws); needs ``arviz-base``.

@@ -32,6 +32,11 @@ def _where_tree(pred, new, old):
     return jax.tree_util.tree_map(lambda a, b: jnp.where(pred, a, b), new, old)
 
 
+def diagnostic_count(n: int, points: int | None) -> int:
+    """How many particles a trace record evaluates (:func:`_diagnostic_subset`)."""
+    return n if points is None or points >= n else len(range(0, (n // points) * points, n // points)[:points])
+
+
 def _diagnostic_subset(particles, points):
     """At most ``points`` evenly strided particles (all of them when ``points`` is None or >= n)."""
     n = particles.shape[0]

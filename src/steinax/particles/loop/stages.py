@@ -24,7 +24,17 @@ from steinax.particles.base import AbstractParticleMethod, ParticleState
 from steinax.particles.loop.options import RunOptions
 from steinax.particles.loop.stopping import as_stopping_rule
 
-__all__ = ["Staged", "AbstractStage", "ParticleLoop", "Chain", "as_staged"]
+__all__ = ["Staged", "AbstractStage", "ParticleLoop", "Chain", "as_staged", "StageInterrupted"]
+
+
+class StageInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a stage (the one interrupt scope, :mod:`steinax.particles.loop.interrupt`, seen between its
+    compiled pieces): ``.stage`` its name, ``.where`` how far it got (a sentence), ``.particles`` ``[n, d]`` where it
+    stopped, in the target's own space, ``.learnt`` what it learnt up to there (its ``"evaluations"`` included)."""
+
+    def __init__(self, message: str, stage: str, where: str, particles, learnt: dict):
+        super().__init__(message)
+        self.stage, self.where, self.particles, self.learnt = stage, where, particles, learnt
 
 
 class Staged(eqx.Module):

@@ -69,7 +69,7 @@ class _Joined:
 
     def __init__(self, method, target, optimizer, rng_key, check_every, options, max_steps):
         self.run = (method, target, optimizer, rng_key, check_every, options)
-        self.max_steps, self.count, self.traces, self.wall = max_steps, 0, [], 0.0
+        self.max_steps, self.count, self.traces, self.wall, self.evaluations = max_steps, 0, [], 0.0, 0
 
     def segment(self, particles, initial_state) -> RunResult:
         """The next segment's own result (the settle rule reads its own trace); its trace joins the whole run's."""
@@ -93,11 +93,12 @@ class _Joined:
     def _add(self, last: RunResult) -> None:
         self.traces.append(last.trace if not self.traces else last.trace[1:])  # each record once
         self.wall += last.wall_time
+        self.evaluations += last.evaluations or 0
 
     def whole(self, last: RunResult) -> RunResult:
         """``last`` (the latest segment's result) with the whole run's trace and summed wall time."""
         trace = jax.tree_util.tree_map(lambda *a: jnp.concatenate(a), *self.traces)
-        return dataclasses.replace(last, trace=trace, wall_time=self.wall)
+        return dataclasses.replace(last, trace=trace, wall_time=self.wall, evaluations=self.evaluations)
 
 
 def _verdict(target, result: RunResult, delta: float, tol: float, check_every: int, steps: int) -> RunResult:
@@ -109,6 +110,7 @@ def _verdict(target, result: RunResult, delta: float, tol: float, check_every: i
     info = {"steps": steps, "delta": delta, "learning_rate": lr}
     if converged:
         identity = stein_identity(target, result.particles)
+        result = dataclasses.replace(result, evaluations=(result.evaluations or 0) + int(result.particles.shape[0]))
         info["stein_identity"] = [float(v) for v in identity]
         worst = int(np.argmax(np.where(np.isfinite(identity), identity, np.inf)))
         if not identity[worst] <= STEIN_IDENTITY_LIMIT:

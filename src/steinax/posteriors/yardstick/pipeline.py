@@ -72,6 +72,7 @@ def steinax_sample(target, init, rng_key, moments: dict, steps: int | None = Non
         seq.append(spent["seq"])
         secs.append(spent["secs"] - sum(c for end, c in seconds["events"] if end <= spent["secs"]))
 
+    spend(g.get("arguments", 0), 1, 0.0)  # the starting points' log-densities, checked before any stage
     if "warm_start" in res.stage_draws:
         spend(g["warm_start"], max(st["warm_start"]["lbfgs_iterations"]), s["warm_start"])
         checkpoint(_row(res.stage_draws["warm_start"], moments))
@@ -83,14 +84,15 @@ def steinax_sample(target, init, rng_key, moments: dict, steps: int | None = Non
         c = st["correction"]
         run_s = c["seconds"]["sampling"]
         per_round = run_s / max(1, len(c["rounds"]["kept"]))
-        spend(c["gradient_evaluations"]["warmup"], c["sequential_steps"]["warmup"], c["seconds"]["warmup"])
+        spend(c["gradient_evaluations"]["start"] + c["gradient_evaluations"]["warmup"], c["sequential_steps"]["warmup"],
+              c["seconds"]["warmup"])
         last = len(c["rounds"]["kept"]) - 1
         for i, (gr, sq, kept) in enumerate(zip(c["rounds"]["gradient_evaluations"], c["rounds"]["sequential_steps"],
                                                c["rounds"]["kept"])):
             spend(gr, sq, per_round)
             weighted = res.weights is not None and i == last  # the modes' weights: the answer at the end
             if weighted:
-                spend(c["modes"]["evaluations"], 1, 0.0)  # log-densities, counted as gradient evaluations
+                spend(c["gradient_evaluations"]["bridge"], 1, 0.0)  # log-densities, counted as gradient evaluations
             checkpoint(_row(res.chains[:, :kept], moments, chains=res.chains[:, :kept],
                             weights=res.weights if weighted else None))
     biases = {name: np.asarray([r[name] for r in rows], np.float64) for name in BIASES}
