@@ -38,7 +38,7 @@ from steinax.particles import (
     svn,
 )
 from steinax.stein import ksd
-from steinax.pipeline import SampleResult, sample
+from steinax.pipeline import SampleInterrupted, SampleResult, sample
 
 __version__ = "0.1.0"
 
@@ -72,6 +72,9 @@ __all__ = [
     "map_ascent",
     "run",
     "RunResult",
+    "SampleResult",
+    "SampleInterrupted",
+    "sample",
     "Trace",
     "ParticleState",
     "NonFiniteError",

@@ -3,21 +3,23 @@ whitened coordinates, the checks and a correction (the stage protocol: :mod:`ste
 
 * :mod:`steinax.pipeline.warm_start`: Pathfinder (BlackJAX) from the target's own starting points: particles in the
   typical set and an affine map for the next stages;
-* :mod:`steinax.pipeline.laplace`: MAP by L-BFGS and the Laplace normal there, Pathfinder where it does not exist;
+* :mod:`steinax.pipeline.laplace`: every optimum L-BFGS finds from starts spread wider than the start's particles,
+  and the Laplace normal at each; Pathfinder where none exists;
 * :mod:`steinax.pipeline.whitened`: a particle method on the target in the coordinates that map whitens;
 * :mod:`steinax.pipeline.stragglers`: particles far below the bulk's log-density, named;
 * :mod:`steinax.pipeline.correction`: each particle continues as a ChEES-HMC chain, exact in the limit;
 * :mod:`steinax.pipeline.modes`: separated modes among the chains' draws, and their weights by bridge sampling;
-* :mod:`steinax.pipeline.sample`: :func:`sample`, all of it in one call.
+* :mod:`steinax.pipeline.arguments`: :func:`sample`'s one argument check, every stage's settings before any work;
+* :mod:`steinax.pipeline.sample`: :func:`sample`, all of it in one call (Ctrl-C: :class:`SampleInterrupted`).
 """
 
 from steinax.pipeline.correction import HMCCorrection
 from steinax.pipeline.handoff import choose_start
 from steinax.pipeline.laplace import LaplaceStart
-from steinax.pipeline.sample import SampleResult, sample
+from steinax.pipeline.sample import SampleInterrupted, SampleResult, sample
 from steinax.pipeline.stragglers import find_stragglers, straggler_threshold
 from steinax.pipeline.warm_start import PathfinderStart
 from steinax.pipeline.whitened import WhitenedParticles
 
 __all__ = ["LaplaceStart", "PathfinderStart", "WhitenedParticles", "HMCCorrection", "find_stragglers", "choose_start", "straggler_threshold", "sample",
-           "SampleResult"]
+           "SampleResult", "SampleInterrupted"]
