@@ -202,15 +202,21 @@ def read_rows(path) -> list[dict]:
 
 @contextlib.contextmanager
 def locked(path):
-    """An exclusive lock on ``path + ".lock"`` (``fcntl.flock``; released when the process dies)."""
+    """An exclusive lock for writing ``path``: ``fcntl.flock`` on the folder that holds it (released when the process
+    dies). No lock file is made, so none is left behind; writers of other files in the same folder wait their turn
+    too, which costs only the time of a small write."""
     import fcntl
 
-    with open(path + ".lock", "a") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def append_row(path, row: dict, fields, key) -> None:

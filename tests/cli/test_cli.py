@@ -87,6 +87,30 @@ def test_bench_yardstick_refuses_bad_arguments_before_any_run(tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("extra, named", [(["--steps", "-1"], "`--steps`"), (["--steps", "0"], "`--steps`"),
+                                          (["--chains", "1000000000"], "`--chains`"), (["--seeds", "0"], "`--seeds`"),
+                                          (["--seeds", "-2"], "`--seeds`"), (["--chains", "8,8"], "`--chains` names [8]"),
+                                          (["--methods", "chees,chees"], "`--methods` names ['chees']")])
+def test_bench_yardstick_names_each_bad_option_in_one_line(tmp_path, capsys, extra, named):
+    """Issue 56: each of these ran (a raw MLIRError, memory without bound, empty tables with exit 0, 0 read as 20,
+    jobs run twice); now exit 2 with one line naming the option, before any run."""
+    out = tmp_path / "y"
+    argv = ["bench", "posteriors", "--yardstick", "--datasets", "banana", "--methods", "chees", "--chains", "8"]
+    assert main(argv + extra + ["--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert named in err and len(err.splitlines()) == 1
+    assert not out.exists()
+
+
+def test_a_results_file_leaves_no_lock_file_behind(tmp_path):
+    from steinax._io import append_row, read_rows
+
+    path = str(tmp_path / "results.csv")
+    append_row(path, {"a": 1, "b": 2}, ["a", "b"], ["a"])
+    append_row(path, {"a": 1, "b": 3}, ["a", "b"], ["a"])  # the same key: kept once
+    assert [r["b"] for r in read_rows(path)] == ["2"] and sorted(os.listdir(tmp_path)) == ["results.csv"]
+
+
 @pytest.mark.slow  # a few compilations
 def test_bench_yardstick_quick_run(tmp_path, capsys):
     out = tmp_path / "y"

@@ -484,6 +484,10 @@ def _posteriors_command(args) -> int:
     return 0
 
 
+MAX_YARDSTICK_CHAINS = 65536
+"""The most chains ``--yardstick`` runs at once (the peers hold every chain's state and trace in memory)."""
+
+
 def _yardstick_command(args, names) -> int:
     """``steinax bench posteriors --yardstick``: :func:`steinax.posteriors.yardstick.bench.run_table` in this process
     (``experiments/posteriors/yardstick.py`` runs the same jobs each in a fresh process, with a time cap)."""
@@ -498,13 +502,22 @@ def _yardstick_command(args, names) -> int:
         chains = [int(c) for c in _names(args.chains or ("16" if args.quick else "256,1024"))]
     except ValueError:
         raise ValueError(f"`--chains` must be comma-separated integers; received {args.chains!r}") from None
-    if any(c < 2 for c in chains):
-        raise ValueError(f"`--chains` must be integers >= 2; received {args.chains!r}")
+    if not chains or any(c < 2 or c > MAX_YARDSTICK_CHAINS for c in chains):
+        raise ValueError(f"`--chains` must be integers from 2 to {MAX_YARDSTICK_CHAINS}; received {args.chains!r}")
+    for option, values in (("--chains", chains), ("--methods", samplers), ("--datasets", names)):
+        repeated = sorted({v for v in values if values.count(v) > 1})
+        if repeated:
+            raise ValueError(f"`{option}` names {repeated} more than once (each would run twice); received "
+                             f"{','.join(map(str, values))}")
     for name in names:
         get(name)  # an unknown name is refused before any run
-    steps = args.steps or (20 if args.quick else 200)
+    steps = args.steps if args.steps is not None else (20 if args.quick else 200)
+    if steps < 1:
+        raise ValueError(f"`--steps` must be a positive integer (the MCMC peers' transitions); received {steps}")
     warmup = 30 if args.quick else 1000
     seeds = args.seeds if args.seeds is not None else 1
+    if seeds < 1:
+        raise ValueError(f"`--seeds` must be a positive integer; received {seeds}")
     print(f"yardstick: {len(names)} posteriors x {len(samplers)} samplers x chains {chains} x {seeds} seeds; "
           f"MCMC peers {warmup} adaptation steps then {steps} transitions", flush=True)
     print(run_table(names, samplers, chains, seeds, args.out, steps=steps, warmup=warmup))
