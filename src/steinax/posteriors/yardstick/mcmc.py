@@ -45,11 +45,12 @@ def _tuning(n_int, seconds: float) -> dict:
 def _trace(sampler, step, states, key, moments, steps, tuning, compile_s, position, info,
            gradients=lambda info: info.num_integration_steps) -> Trace:
     """:func:`trace_chains` of the adapted kernel as a :class:`Trace`; a chain gone non-finite is in ``info``."""
-    states, biases, grads, seq, c_s, run_s, nonfinite = trace_chains(step, states, key, moments, steps,
-                                                                     position=position, gradients=gradients)
+    states, biases, grads, seq, c_s, run_s, nonfinite, each = trace_chains(step, states, key, moments, steps,
+                                                                           position=position, gradients=gradients)
     return Trace(sampler=sampler, chains=int(jax.tree_util.tree_leaves(states)[0].shape[0]),
                  biases=biases, gradient_evaluations=grads, sequential_steps=seq, seconds=run_s * seq / seq[-1],
-                 tuning=tuning, compile_seconds=compile_s + c_s, info={**info, "nonfinite_step": nonfinite})
+                 tuning=tuning, compile_seconds=compile_s + c_s, info={**info, "nonfinite_step": nonfinite},
+                 per_chain=each)
 
 
 def nuts(logdensity, init, rng_key, moments: dict, steps: int, warmup: int = 1000) -> Trace:
@@ -99,9 +100,9 @@ def numpyro_nuts(logdensity, init, rng_key, moments: dict, steps: int, warmup: i
         t2 = time.perf_counter()
     draws = np.asarray(mcmc.get_samples(group_by_chain=True))
     n_steps = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["num_steps"])
-    biases, grads, seq = trace_from_draws(draws, n_steps, moments)
+    biases, grads, seq, each = trace_from_draws(draws, n_steps, moments)
     return Trace(sampler="numpyro_nuts", chains=int(x0.shape[0]), biases=biases, gradient_evaluations=grads,
-                 sequential_steps=seq, seconds=(t2 - t1) * seq / seq[-1],
+                 sequential_steps=seq, seconds=(t2 - t1) * seq / seq[-1], per_chain=each,
                  tuning=_tuning(np.swapaxes(warm_steps, 0, 1), t1 - t0), compile_seconds=0.0,
                  info={"compilation": "inside seconds", "message": f"{draws_per_chain} draws per chain"})
 
