@@ -74,6 +74,7 @@ TINY = {
     "posteriors/straggler_calibration.py": ["--posteriors", "banana", "lake_huron_trend", "--subsets", "5"],
     "trust/cost_ledger.py": ["--posteriors", "eight_schools_noncentered", "--particles", "10"],
     "trust/interrupts.py": ["--times", "2"],
+    "trust/known_answers.py": ["--cases", "student_t3"],
     "trust/separated_modes.py": ["--cases", "half:0", "--spreads", "10", "--particles", "20"],
     "posteriors/held_out.py": ["--models", "beta_binomial_pareto", "--methods", "svgd", "--particles", "20",
                                "--max-steps", "500", "--nuts-warmup", "50", "--nuts-samples", "50"],

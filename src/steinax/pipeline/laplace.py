@@ -36,8 +36,12 @@ not decide the answer's. What no search can do is find a mode no start reaches: 
   least 2 each, so that R-hat within each mode has chains to compare): the Laplace share is only a first guess of the
   mass, which the correction estimates. Each optimum's particles are draws of its normal. The map learnt is that of the
   particles' mixture (its mean and covariance), one optimum's own normal where there is one.
-* **Fallback.** Where no start converged, or the best optimum's Hessian is not negative definite, or anything is
-  non-finite, the stage falls back to ``fallback`` (Pathfinder by default) and says so in what it learns.
+* **Fallback.** Where no start converged, or the best optimum's Hessian is not negative definite (a flat density
+  has zero curvature), or a draw of the normals falls where the log-density is not finite (a hard boundary near the
+  optimum), the stage falls back to ``fallback`` (Pathfinder by default) and says so in what it learns. Where that
+  fails too (no finite ELBO, or its draws outside the support), the start's own particles go on, with their moments'
+  map (``method="start"``): a uniform box has no normal approximation, and the later stages sample it from points
+  inside it. The draws' log-densities are checked (``n`` evaluations, counted).
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ import numpy as np
 from steinax.particles.loop.stages import AbstractStage, Staged
 from steinax.pipeline.warm_start import PathfinderStart
 from steinax.targets.affine import AffineMap
-from steinax.targets.base import as_target, hessian_at
+from steinax.targets.base import as_target, hessian_at, logdensities
 
 __all__ = ["LaplaceStart", "search_starts"]
 
@@ -201,10 +205,8 @@ class LaplaceStart(AbstractStage):
         if not optima:
             reason = reason or f"no L-BFGS run converged in {self.maxiter} iterations (gradient norms {gnorm.tolist()})"
         if reason is not None:
-            out = self.fallback(tgt, start, rng_key)
-            learnt = {**out.learnt[self.fallback.name], **common, "method": "pathfinder", "fallback_reason": reason,
-                      "hessian_evaluations": hessians * d, "optima": [], "dropped": dropped}
-            return Staged(particles=out.particles, state=None, learnt={**start.learnt, self.name: learnt})
+            return self._fall_back(tgt, start, rng_key, reason, {**common, "hessian_evaluations": hessians * d,
+                                                                   "optima": [], "dropped": dropped})
         log_mass = np.array([o["log_mass"] for o in optima])
         shares = np.exp(log_mass - np.max(log_mass))
         shares /= shares.sum()
@@ -218,12 +220,41 @@ class LaplaceStart(AbstractStage):
         draws = [o["affine"].forward(jax.random.normal(k, (int(c), d), x0.dtype)) for o, k, c in zip(optima, keys, counts)]
         affine = optima[0]["affine"] if len(optima) == 1 else _mixture_map(
             [o["affine"].shift for o in optima], [o["cov"] for o in optima], counts / n)
+        particles = jnp.concatenate(draws).astype(x0.dtype)
+        outside = int(np.sum(~np.isfinite(np.asarray(logdensities(tgt, particles)))))
+        common["evaluations"] += n
+        if outside:  # a hard boundary near an optimum: the normal puts mass where the target has none
+            return self._fall_back(tgt, start, rng_key, f"{outside} of {n} draws of the Laplace normal fall where the "
+                                   "log-density is not finite (a hard boundary of the support near the optimum)",
+                                   {**common, "hessian_evaluations": hessians * d, "optima": [], "dropped": dropped})
         learnt = {**common, "affine": affine, "method": "laplace", "map": np.asarray(optima[0]["affine"].shift),
                   "optima": [{"logdensity": o["logdensity"], "share": float(s), "particles": int(c),
                               "starts": o["starts"]} for o, s, c in zip(optima, shares, counts)],
                   "dropped": dropped, "hessian_evaluations": hessians * d, "fallback_reason": None}
-        return Staged(particles=jnp.concatenate(draws).astype(x0.dtype), state=None,
-                      learnt={**start.learnt, self.name: learnt})
+        return Staged(particles=particles, state=None, learnt={**start.learnt, self.name: learnt})
+
+    def _fall_back(self, tgt, start: Staged, rng_key, reason: str, common: dict) -> Staged:
+        """The fallback stage (Pathfinder) where no Laplace normal serves; where it fails too (no finite ELBO, or
+        draws outside the support), the start's own particles and their moments' map (``method="start"``): a flat
+        or bounded density (a uniform box) has neither a mode nor a normal to fit, and the later stages can still
+        sample it from points inside it. Either way the reasons are learnt."""
+        n = int(self.num_particles or start.particles.shape[0])
+        try:
+            out = self.fallback(tgt, start, rng_key)
+            bad = int(np.sum(~np.isfinite(np.asarray(logdensities(tgt, out.particles)))))
+            common = {**common, "evaluations": common["evaluations"] + int(out.particles.shape[0])}
+            if not bad:
+                learnt = {**out.learnt[self.fallback.name], **common, "method": "pathfinder", "fallback_reason": reason}
+                return Staged(particles=out.particles, state=None, learnt={**start.learnt, self.name: learnt})
+            why = f"{bad} of {out.particles.shape[0]} of its draws fall where the log-density is not finite"
+        except FloatingPointError as exc:
+            why = str(exc).split(" (")[0]
+        x = jnp.asarray(start.particles)
+        x = x if n == x.shape[0] else x[jax.random.choice(rng_key, x.shape[0], (n,), replace=n > x.shape[0])]
+        learnt = {**common, "affine": AffineMap.from_particles(x), "method": "start",
+                  "fallback_reason": f"{reason}; the fallback ({type(self.fallback).__name__}) failed too: {why}; the "
+                                     "later stages start from the starting points"}
+        return Staged(particles=x, state=None, learnt={**start.learnt, self.name: learnt})
 
     def _distinct(self, tgt, xs, logd, converged):
         """The distinct optima in decreasing log-density (module docstring), those dropped, the Hessians computed and,
@@ -239,12 +270,16 @@ class LaplaceStart(AbstractStage):
                 same["starts"] += 1
                 continue
             hessians += 1
-            cov = _laplace_covariance(hessian_at(tgt, x))
+            hess = hessian_at(tgt, x)
+            cov = _laplace_covariance(hess)
             try:
                 affine = AffineMap.from_moments(x, cov)
             except ValueError:
                 if not optima:
-                    return [], dropped, hessians, "the Hessian at the MAP is not negative definite"
+                    curvature = np.linalg.eigvalsh(-0.5 * np.asarray(hess + hess.T, np.float64))
+                    flat = " (zero curvature: the log-density is flat there)" if not np.any(curvature) else (
+                        f" (smallest eigenvalue of its negative {curvature[0]:.3g})")
+                    return [], dropped, hessians, f"the Hessian at the MAP is not negative definite{flat}"
                 dropped.append({"logdensity": float(logd[i]), "share": float("nan"),
                                 "why": "the Hessian there is not negative definite"})
                 continue

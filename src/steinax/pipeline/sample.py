@@ -48,6 +48,7 @@ import numpy as np
 
 from steinax.particles.loop.interrupt import interrupt_scope
 from steinax.particles.loop.options import RunOptions
+from steinax.particles.loop.result import NonFiniteError
 from steinax.particles.loop.settle import ConvergenceWarning
 from steinax.particles.loop.stages import AbstractStage, Staged, StageInterrupted
 from steinax.pipeline.arguments import CORRECTIONS, check_sample_arguments
@@ -270,19 +271,30 @@ def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
     if args.particles:
         whitened = WhitenedParticles(args.method if args.method is not None else svgd(), steps=None,
                                      options=RunOptions(progress=args.progress))
-        stage = ledger.run("particles", lambda: whitened(tgt, warm, key_particles))
-        learnt = stage.learnt["particles"]
-        grads["particles"] = int(learnt["evaluations"])
-        result = learnt["result"]
-        stages["particles"] = {"steps": int(result.state.step), "converged": result.converged}
-        stage_draws["particles"] = ledger.points = ledger.particles = np.asarray(stage.particles)
+        try:
+            stage = ledger.run("particles", lambda: whitened(tgt, warm, key_particles))
+        except NonFiniteError as err:
+            if args.correction == "never":
+                raise
+            # SVGD's steps know no boundary: on a target with hard support (log-density -inf outside) particles step
+            # out. The correction's Metropolis step rejects such moves: it starts from the warm start instead
+            grads["particles"] = int(err.result.evaluations or 0)
+            stages["particles"] = {"steps": int(err.step), "converged": False, "failed": str(err)}
+        else:
+            learnt = stage.learnt["particles"]
+            grads["particles"] = int(learnt["evaluations"])
+            result = learnt["result"]
+            stages["particles"] = {"steps": int(result.state.step), "converged": result.converged,
+                                   "stein_identity": (result.convergence or {}).get("stein_identity")}
+            stage_draws["particles"] = ledger.points = ledger.particles = np.asarray(stage.particles)
 
     handoff = stage
+    particles_ran = "particles" in stage_draws
     checks, flagged = {}, [False]
 
     def run_checks():
         spent = 0
-        if args.particles and args.warm_start is not None:  # the correction's start: the hand-off with the smaller KSD
+        if particles_ran and args.warm_start is not None:  # the correction's start: the hand-off with the smaller KSD
             chosen, ksds = choose_start(tgt, {"warm_start": warm.particles, "particles": handoff.particles},
                                         warm.learnt["warm_start"]["affine"])
             checks.update(start=chosen, start_ksd=ksds)
@@ -315,7 +327,7 @@ def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
         weights = learnt["weights"]
         stages["correction"] = {k: v for k, v in learnt.items() if k not in ("draws", "affine", "weights")}
 
-    ok, message = _verdict(stages, chains is not None, flagged[0])
+    ok, message = _verdict(stages, chains, flagged[0])
     message = f"{message}; {searched(stages.get('warm_start'))}"
     draws = chains.reshape(-1, dim) if chains is not None else np.asarray(handoff.particles)
     if weights is not None:
@@ -374,15 +386,47 @@ def searched(warm: dict | None) -> str:
                 f"{search['from_start'] + search['wide']} L-BFGS starts ({search['from_start']} of the starting points, "
                 f"{search['wide']} spread {search['spread']:g}x wider), each seeding chains: a mode no start reached "
                 "is unseen")
+    if warm.get("method") == "start":
+        return (f"the warm start found no normal approximation ({warm.get('fallback_reason', '').split(';')[0]}); the "
+                "later stages started from the starting points: a mode they do not reach is unseen")
     paths = len(warm.get("elbos", ())) or "its"
     return (f"the warm start (Pathfinder, {paths} paths from the starting points) looks for one mode: a mode its "
             "paths did not reach is unseen")
 
 
-def _verdict(stages: dict, corrected: bool, flagged: bool) -> tuple[bool, str]:
-    if corrected:
+def tail_problems(chains: np.ndarray) -> tuple[list, list]:
+    """Heavy tails among the correction's draws, as ``(problems, notes)`` for the verdict: each coordinate's Pareto
+    ``k``-hat (:func:`steinax.diagnostics.pareto.pareto_khat`, both tails, on at most 20,000 evenly thinned draws);
+    at or above :func:`~steinax.diagnostics.pareto.khat_threshold` the mean of the draws is unreliable (a problem);
+    from 1/2 the variance may not exist, and R-hat and ESS, built on variances, need not settle (a note)."""
+    from steinax.diagnostics.pareto import FINITE_VARIANCE_K, khat_threshold, pareto_khat
+
+    x = chains.reshape(-1, chains.shape[-1])
+    x = x[np.unique(np.linspace(0, x.shape[0] - 1, min(x.shape[0], 20_000)).astype(int))]
+    if x.shape[0] < 100:
+        return [], []
+    k = np.nan_to_num(pareto_khat(x), nan=-np.inf)
+    worst = int(np.argmax(k))
+    heavy = np.flatnonzero(k >= FINITE_VARIANCE_K).tolist()
+    if not heavy:
+        return [], []
+    limit = khat_threshold(x.shape[0])
+    text = (f"heavy tails in coordinates {heavy[:10]}{' ...' if len(heavy) > 10 else ''} (Pareto k-hat up to "
+            f"{k[worst]:.2f} in coordinate {worst}; from 0.5 the variance may not exist, so sds, R-hat and ESS "
+            "need not settle")
+    if k[worst] >= limit:
+        return [text + f"; above {limit:.2f} the draws' means are unreliable too)"], []
+    return [], [text + ")"]
+
+
+def _verdict(stages: dict, chains, flagged: bool) -> tuple[bool, str]:
+    if chains is not None:
         c = stages["correction"]
-        problems = []
+        problems, notes = tail_problems(np.asarray(chains))
+        failed = stages.get("particles", {}).get("failed")
+        if failed:
+            notes.append(f"the particle stage stopped ({failed.split(';')[0]}: a hard boundary of the support?) and "
+                         "the correction started from the warm start's draws")
         modes = c.get("modes")
         if modes is not None and not np.all(np.asarray(modes["relative_error"]) <= MAX_MASS_ERROR):  # NaN: no estimate
             problems.append(f"the weights of the {len(modes['weights'])} separated modes are uncertain (bridge "
@@ -397,16 +441,21 @@ def _verdict(stages: dict, corrected: bool, flagged: bool) -> tuple[bool, str]:
                             "mode or a stuck chain)")
         if c["divergences"]:
             problems.append(f"{c['divergences']} divergent transitions (the draws may miss a region of high "
-                            "curvature)")
+                            "curvature; or proposals left a hard boundary of the support, where the log-density is "
+                            "-inf)")
+        if problems and "flat there" in str(stages.get("warm_start", {}).get("fallback_reason")):
+            notes.append("the log-density was flat at the warm start's optimum: the target may be improper (a "
+                         "parameter without a prior?), and no sampler can converge on it")
         if problems:
-            return False, "; ".join(problems)
+            return False, "; ".join(problems + notes)
+        noted = "".join(f"; {n}" for n in notes)
         if c["stopped"] == "converged within modes":
             shares = ", ".join(f"{w:.3f} ({n} chains)" for w, n in zip(modes["weights"], modes["resident"]))
             return True, (f"converged within {len(modes['weights'])} separated modes (split R-hat at most "
                           f"{np.nanmax(modes['rhat']):.3f} within each) after {c['steps']} transitions per chain; the modes' "
-                          f"weights by bridge sampling: {shares}; `draws` are resampled by them")
+                          f"weights by bridge sampling: {shares}; `draws` are resampled by them{noted}")
         return True, (f"converged: split R-hat {c['rhat']:.3f}, bulk ESS {c['ess_bulk']:.0f} after "
-                      f"{c['steps']} transitions per chain")
+                      f"{c['steps']} transitions per chain{noted}")
     if flagged:
         named = stages["checks"].get("stragglers")
         return False, ("the checks flag the particles" + (f" (stragglers {named})" if named else "")

@@ -30,7 +30,7 @@ import jax
 
 from steinax.particles.base import AbstractParticleMethod
 from steinax.particles.loop.options import RunOptions
-from steinax.particles.loop.result import RunInterrupted
+from steinax.particles.loop.result import NonFiniteError, RunInterrupted
 from steinax.particles.loop.stages import AbstractStage, Staged, StageInterrupted
 from steinax.particles.loop.stopping import as_stopping_rule
 from steinax.particles.optim import isotropic_adam
@@ -78,6 +78,9 @@ class WhitenedParticles(AbstractStage):
                 result = rule.run(self.method, AffineTarget(target, affine), z, optimizer=optimizer,
                                   rng_key=rng_key if i == 0 else jax.random.fold_in(rng_key, i), initial_state=None,
                                   options=self.options)
+            except NonFiniteError as err:  # named as this stage's, with what it did
+                raise NonFiniteError(f"the particle stage (round {i + 1} of {self.refits + 1}, in whitened "
+                                     f"coordinates): {err}", err.step, err.result) from None
             except RunInterrupted as err:  # the particles where it stopped, in the target's space, with the rounds
                 done = results + [err.result]
                 raise StageInterrupted(

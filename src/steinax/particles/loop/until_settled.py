@@ -21,7 +21,7 @@ from steinax._validation import user_stacklevel
 from steinax.particles.loop.fixed import run_fixed
 from steinax.particles.loop.interrupt import interrupt_scope
 from steinax.particles.loop.options import RunOptions, positive_int
-from steinax.particles.loop.result import RunInterrupted, RunResult
+from steinax.particles.loop.result import NonFiniteError, RunInterrupted, RunResult
 from steinax.particles.loop.settle import (DEFAULT_CHECK_EVERY, DEFAULT_MAX_STEPS, DEFAULT_TOL, MIN_LEARNING_RATE_FACTOR,
                                            STEIN_IDENTITY_LIMIT, ConvergenceWarning, _halve_learning_rate, _moments,
                                            _plateaued, _sds, moment_change, stein_identity)
@@ -80,6 +80,9 @@ class _Joined:
                 result = run_fixed(method, target, particles, steps=check_every, optimizer=optimizer,
                                    rng_key=jax.random.fold_in(rng_key, self.count), initial_state=initial_state,
                                    options=options)
+        except NonFiniteError as err:  # the whole run's result (its evaluations included), the segment's message
+            self._add(err.result)
+            raise NonFiniteError(str(err), err.step, self.whole(err.result)) from None
         except RunInterrupted as err:  # the whole run's result and its global step, not the segment's
             self._add(err.result)
             raise RunInterrupted(
