@@ -150,6 +150,8 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> None:
             and the destination is left as it was.
     """
     path = os.fspath(path)
+    if os.path.islink(path):  # write where the link points (a dangling one included), never over the link itself
+        path = os.path.realpath(path)
     try:
         mode = os.stat(path).st_mode & 0o7777  # a rewrite keeps the user's permissions
     except OSError:

@@ -667,8 +667,11 @@ class FitOptions(eqx.Module):
                 np.isfinite(ridge) and ridge >= 0):
             raise ValueError(f"`ridge` must be a finite number >= 0 (the fits' lambda); received {ridge!r}")
         folds = self.folds
-        if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or not 2 <= folds <= n // 2:
-            raise ValueError(f"`folds` must be an integer in [2, n / 2 = {n // 2}]; received {folds!r}")
+        if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 2:
+            raise ValueError(f"`folds` must be an integer >= 2; received {folds!r}")
+        if folds > n // 2:
+            raise ValueError(f"`samples`: {n} draws are too few for {folds}-fold cross-fitting (`folds`, default 5): "
+                             f"each fold needs at least 2 draws, so at least {2 * folds} draws, or fewer `folds`")
         return self
 
 

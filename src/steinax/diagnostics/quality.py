@@ -335,6 +335,7 @@ def load_samples(path: str, var_names=None):
         if ext == ".npy":
             if var_names is not None:
                 raise ValueError("`var_names` apply to .csv files with a header and to NetCDF files, not to .npy arrays")
+            _check_npy_length(path)
             data = np.load(path, allow_pickle=False, mmap_mode="r")  # the header first: refuse what cannot fit
             _check_fits(path, data.shape)
             return np.asarray(data)
@@ -356,6 +357,28 @@ def load_samples(path: str, var_names=None):
 # a computation holds about this many float32 copies of the [n, d] samples (samples, scores, the compute
 # copies, the test's blocks); a file needing more than the memory available is refused before it is read
 _COPIES = 8
+
+
+def _check_npy_length(path: str) -> None:
+    """Refuse a truncated ``.npy`` file, saying what its header declares and what the file holds (NumPy's own
+    message is "mmap length is greater than file size")."""
+    from numpy.lib import format as npy
+
+    with open(path, "rb") as f:
+        try:
+            version = npy.read_magic(f)
+        except ValueError:
+            return  # not an .npy file: np.load says so
+        reader = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}.get(version)
+        if reader is None:
+            return
+        shape, _, dtype = reader(f)
+        start = f.tell()
+    count = int(np.prod(shape))
+    need, have = count * dtype.itemsize, os.path.getsize(path) - start
+    if have < need:
+        raise ValueError(f"truncated: the header declares {count} values of {dtype} (shape {shape}, {need} bytes), "
+                         f"the file holds {have} bytes after its header")
 
 
 def _check_fits(path: str, shape) -> None:

@@ -88,6 +88,10 @@ def demo(args) -> int:
             print(f"steinax demo: error: `--posterior` must be 'none' or one of {', '.join(NAMES)}; received "
                   f"{posterior!r}", file=sys.stderr)
             return 2
+    if args.out:  # refused before any run, not after all of them
+        from steinax.interfaces.plot import check_figure_path
+
+        check_figure_path(args.out, "--out")
     n = args.particles or (50 if args.quick else 100)
     # the library's recipe (README, Getting started): no step size, no step count, Adam until the particles settle;
     # --steps (or --quick: 300) fixes the length, --lr gives AdaGrad with momentum at that rate (the papers' optimizer)
@@ -251,6 +255,9 @@ def ksd_command(args) -> int:
     if args.aggregated and args.single_kernel:
         raise ValueError("`--aggregated` and `--single-kernel` exclude each other; give one")
     # IMQ(1, -1/2) is sample_quality's default kernel; passing None leaves the test's choice to it (KSDAgg)
+    if args.kernel == "imq" and args.bandwidth is not None:
+        raise ValueError(f"`--bandwidth` ({args.bandwidth}) applies to --kernel rbf; the IMQ kernel has no bandwidth "
+                         "(the test aggregates over its own scales)")
     kernel = None if args.kernel == "imq" else RBF(_bandwidth(args.bandwidth))
     target = _import_target(args.target)
     samples = load_samples(args.samples, args.var_names if args.samples.lower().endswith(".csv") else None)
@@ -446,6 +453,11 @@ def bench_command(args) -> int:
     if args.dev_noise:
         changes["dev_noise"] = True
         changes.setdefault("dev_fraction", 0.1)
+    if args.bandwidth is not None:
+        unused = [m for m in _names(methods) if m not in ("svgd", "cc_svgd")]
+        if unused:
+            raise ValueError(f"`--bandwidth` applies to svgd and cc_svgd; methods {unused} would ignore it (run them "
+                             "apart)")
     settings = dataclasses.replace((QUICK if args.quick else DEFAULTS)[args.task], **changes)
     run_bench(args.task, _names(datasets), _names(methods), seeds, args.out, settings=settings,
               progress=not args.no_progress)

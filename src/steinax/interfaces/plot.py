@@ -15,6 +15,8 @@ figure; saving is the caller's (``steinax.interfaces.plot.save_figure`` writes a
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from steinax._io import atomic_write
@@ -38,6 +40,18 @@ def _has_display() -> bool:
     import os
 
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or os.name == "nt")
+
+
+def check_figure_path(path, name: str = "path") -> None:
+    """Refuse, naming ``name``, a figure path whose extension matplotlib cannot write (before any work: a demo that
+    refused ``fig.xyz`` after every run lost them)."""
+    from matplotlib.figure import Figure
+
+    fmt = str(path).rsplit(".", 1)[-1].lower() if "." in os.path.basename(str(path)) else "png"
+    supported = Figure().canvas.get_supported_filetypes()
+    if fmt not in supported:
+        raise ValueError(f"`{name}` {str(path)!r}: matplotlib cannot write .{fmt} figures; expected one of "
+                         f"{', '.join('.' + k for k in sorted(supported))}")
 
 
 def save_figure(fig, path: str, dpi: int = 110) -> None:

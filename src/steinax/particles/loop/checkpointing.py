@@ -60,6 +60,9 @@ def open_checkpoint(path, every, run, state, diagnostic_points, end_step):
         if every is not None:
             raise ValueError("`checkpoint_every` needs `checkpoint` (a file path)")
         return NoCheckpoint(steps), state, None
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"`checkpoint` must be a file path (str or os.PathLike) or None; received "
+                        f"{type(path).__name__} {path!r}")
     path = os.fspath(path)
     every = positive_int(trace_every * max(1, (steps // 10) // trace_every) if every is None else every,
                          "checkpoint_every")

@@ -126,6 +126,11 @@ def run(
             (``result.converged`` is False), the final trace KSD is 5 or more times the run's own
             minimum (the optimizer does not settle), or a run with ``steps=None`` ended unconverged.
     """
+    if any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves((particles, rng_key, initial_state))):
+        raise TypeError("steinax.run cannot be called inside jax.jit, vmap or grad (`particles`, `rng_key` or "
+                        "`initial_state` is a tracer): it is a host loop over compiled segments, with checks, "
+                        "checkpoints and Ctrl-C between them, and compiles its own loop. Call it outside; to "
+                        "differentiate through steps, use the method's `step` in your own lax.scan")
     options = RunOptions(trace_every=trace_every, diagnostic_kernel=diagnostic_kernel,
                          diagnostic_block_size=diagnostic_block_size, diagnostic_points=diagnostic_points,
                          progress=progress, checkpoint=checkpoint, checkpoint_every=checkpoint_every)
