@@ -277,8 +277,12 @@ class LaplaceStart(AbstractStage):
             except ValueError:
                 if not optima:
                     curvature = np.linalg.eigvalsh(-0.5 * np.asarray(hess + hess.T, np.float64))
-                    flat = " (zero curvature: the log-density is flat there)" if not np.any(curvature) else (
-                        f" (smallest eigenvalue of its negative {curvature[0]:.3g})")
+                    scale = float(np.max(np.abs(curvature)))
+                    flat = (" (zero curvature: the log-density is flat there)" if scale == 0.0 else
+                            f" (zero curvature in some direction, smallest eigenvalue of its negative {curvature[0]:.3g}"
+                            f" against {scale:.3g}: the log-density is flat there)"
+                            if abs(curvature[0]) <= 1e-10 * scale else
+                            f" (smallest eigenvalue of its negative {curvature[0]:.3g})")
                     return [], dropped, hessians, f"the Hessian at the MAP is not negative definite{flat}"
                 dropped.append({"logdensity": float(logd[i]), "share": float("nan"),
                                 "why": "the Hessian there is not negative definite"})
