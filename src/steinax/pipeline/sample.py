@@ -79,11 +79,19 @@ class SampleResult(eqx.Module):
         particles: ``[n, d]`` the particle stage's answer (before any correction).
         ok: whether the answer passed its checks (module docstring); ``message`` says why not.
         message: what the checks said, in a sentence.
-        stages: per stage, what it found (Pathfinder's ELBOs, the particle run's steps and verdict, the checks'
-            flags and the correction's start (``stages["checks"]["start"]``, with both squared KSDs), the correction's step size, R-hat, ESS, divergences, stragglers).
-        gradient_evaluations: per stage (``"warm_start"`` counts L-BFGS iterations, not their line searches' extra
-            evaluations, and the Hessian as ``d``; Pathfinder's ELBO estimates' log-density evaluations are in
-            ``stages``), and ``"total"``.
+        stages: per stage, what it found: the warm start's search (``stages["warm_start"]["search"]``: its starts)
+            and the distinct optima it kept (``["optima"]``: log-density, Laplace share, particles, starts that reached
+            it) or why it fell back (``["fallback_reason"]``); the particle run's steps and verdict; the checks' flags
+            and the correction's start (``stages["checks"]["start"]``, with both squared KSDs); the correction's step
+            size, R-hat, ESS, divergences, stragglers, modes.
+        gradient_evaluations: the cost ledger: per stage (``"arguments"``: the starting points' log-densities,
+            checked; ``"warm_start"``, ``"particles"``, ``"checks"``, ``"correction"``), the evaluations of the target
+            it made, each a log-density (with its score or not) at one point, counted where it is made (each
+            stage's ``learnt["evaluations"]``): L-BFGS's line-search steps, the particle loop's steps, trace records
+            and final check, the correction's start check, warm-up restarts, leapfrog steps and bridge sampling; a
+            Hessian counts as ``d``; and ``"total"``. Equal to a count taken inside the log-density
+            (``experiments/trust/cost_ledger.py``), except where Pathfinder ran (BlackJAX does not report its line
+            searches' evaluations: its iterations are counted).
         seconds: wall time per stage, compilation included, and ``"total"``.
         stage_draws: each stage's particles as it handed them on (``"warm_start"``: Pathfinder's draws,
             ``"particles"``: the particle method's), ``[n, d]``: what each stage contributes, measurable.
