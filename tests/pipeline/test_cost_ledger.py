@@ -21,12 +21,14 @@ experiment = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(experiment)
 
 
-def _compare(res, counts):
+def _compare(res, counts, relative: float = 0.0):
+    """Every stage's ledger against the count: equal (``relative=0``), or within ``relative`` of it."""
     seen = experiment.hessian_calls(res)
     ledger = res.gradient_evaluations
     assert set(counts) <= set(ledger), (counts, ledger)  # no evaluation outside a stage
     for stage, value in ledger.items():
-        assert value == counts.get(stage, 0) + seen.get(stage, 0), (stage, counts, ledger)
+        expected = counts.get(stage, 0) + seen.get(stage, 0)
+        assert abs(value - expected) <= relative * expected, (stage, counts, ledger)
 
 
 def test_the_ledger_is_the_count_on_every_stage():
@@ -63,4 +65,7 @@ def test_the_ledger_is_the_count_on_posteriors(name):
         post = get(name)
         res, counts = experiment.count(post.target, jax.random.key(0),
                                        post.target.init_particles(jax.random.key(1000), 64))
-    _compare(res, counts)
+    # the issue's bound, 1%: on non-centred eight schools at 256 chains the correction's ledger read 80 more than the
+    # count (of 462,336; equal at 64 chains), the leapfrog steps BlackJAX reports for some trajectories exceeding
+    # the evaluations made (not pinned down further)
+    _compare(res, counts, relative=0.01)
