@@ -107,3 +107,18 @@ def test_many_particles_come_with_the_cost_per_step():
 def test_the_warm_start_settings_are_refused_when_made():
     with pytest.raises(ValueError, match="`wide_starts`"):
         LaplaceStart(wide_starts=-1)
+
+
+@pytest.mark.slow  # sample_quality's collapse and mode checks: about 20 s
+def test_without_a_correction_the_answer_is_checked_with_sample_quality():
+    """Issue 56: warm_start=False, particles=False, correction="never" handed back init as "the particles passed the
+    checks" with no check run; that combination is refused (above), and any run without a correction has its answer
+    checked by sample_quality(spread=True): here the warm start's draws alone."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = steinax.sample(TARGET, rng_key=jax.random.key(0), init=INIT, particles=False, correction="never",
+                             progress=False)
+    checks = res.stages["checks"]
+    assert {"collapsed", "flagged", "ksd"} <= set(checks) and res.chains is None
+    assert res.ok == (not checks["flagged"] and not checks["stragglers"])
+    assert res.gradient_evaluations["checks"] > 1000 * 20  # the mode check's ascents are in the ledger
