@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner, write_csv_atomically  # noqa: E402
+from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
 
 CHILD = r"""
 import json, sys, time, warnings
@@ -121,6 +121,17 @@ def main(argv=None):
     write_csv_atomically(os.path.join(a.out, "interrupts.csv"),
                          [{k: row.get(k) for k in ("delay", "kind", "returncode", "stage", "where", "ok", "draws")}
                           for row in rows])
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 2.5))
+    names = ["arguments", "warm_start", "particles", "checks", "correction", "final"]
+    ax.scatter([row["delay"] for row in rows], [names.index(row["stage"]) if row.get("stage") in names else -1
+                                                for row in rows],
+               c=["tab:green" if passed(row) else "tab:red" for row in rows])
+    for end in bounds:
+        ax.axvline(end, color="k", lw=0.5)
+    ax.set_yticks(range(-1, len(names)), ["(no result)"] + names, fontsize=7)
+    ax.set_xlabel("SIGINT after (s); lines: where each stage ended in the uninterrupted run")
+    save_figure(fig, os.path.join(a.out, "interrupts.png"))
     return 0 if good == len(rows) else 1
 
 

@@ -115,7 +115,9 @@ def test_sample_weighs_separated_modes_right():
     assert res.ok and c["stopped"] == "converged within modes", res.message
     assert sorted(np.round(c["modes"]["weights"], 2).tolist()) == [0.3, 0.7]
     assert abs(res.draws[:, 0].mean() - 1.6) < 0.1  # 0.3 * -4 + 0.7 * 4
-    assert abs(res.chains[..., 0].mean() - 1.6) > 1.0  # the chains' own split, inherited from the particles
+    # the chains' own split is not the target's (the warm start seeds each optimum's chains half equally, half by
+    # Laplace mass, and the particles move some): only the weights make the answer right
+    assert abs(res.chains[..., 0].mean() - 1.6) > 0.2
     assert res.weights.shape == (res.chains.shape[0] * res.chains.shape[1],)
     tree = res.to_datatree()
     assert tree.posterior.attrs["steinax_resampled"] == 1
