@@ -5,12 +5,12 @@ the test checks that it wrote its CSV (and figure) there. The numbers are not ch
 the scripts' full runs and their results are in docs/experiments.md.
 """
 
-import importlib.util
 import os
 
 import matplotlib
 import pytest
 
+from experiment_loader import load
 from steinax.datasets import DatasetNotFoundError
 
 matplotlib.use("Agg")
@@ -92,9 +92,7 @@ def test_every_experiment_has_a_tiny_setting():
 @pytest.mark.slow  # about 2.5 min of CPU in all: run by CI's slow-test step (on two workers)
 @pytest.mark.parametrize("script", sorted(TINY))
 def test_experiment_runs_tiny(script, tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location("_experiment_" + script.replace("/", "_")[:-3], os.path.join(ROOT, script))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load(script)
     try:
         module.main(TINY[script] + ["--out", str(tmp_path)])
     except DatasetNotFoundError as exc:  # an optional Debian data package (PM10) that is not installed here

@@ -4,21 +4,15 @@ stage the main thread is in: ``experiments/trust/cost_ledger.py``). The two are 
 each other: they must agree exactly, except that a Hessian is one call to the counter and ``d`` evaluations in the
 ledger (its cost), which the comparison adds back from what the warm start reports."""
 
-import importlib.util
-import os
-
 import jax
 import jax.numpy as jnp
 import pytest
 
 from steinax.pipeline import HMCCorrection
 from steinax.targets import Gaussian, GaussianMixture
+from experiment_loader import load
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-_spec = importlib.util.spec_from_file_location(
-    "_cost_ledger", os.path.join(HERE, "..", "..", "experiments", "trust", "cost_ledger.py"))
-experiment = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(experiment)
+experiment = load("trust/cost_ledger.py")
 
 
 def _compare(res, counts, relative: float = 0.0):

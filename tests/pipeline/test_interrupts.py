@@ -2,16 +2,10 @@
 :class:`~steinax.pipeline.SampleInterrupted` carrying what was done, ``ok=False``, and exits normally. The processes
 and the rule are those of ``experiments/trust/interrupts.py`` (20 times there; 5 here)."""
 
-import importlib.util
-import os
-
 import pytest
+from experiment_loader import load
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-_spec = importlib.util.spec_from_file_location(
-    "_interrupts", os.path.join(HERE, "..", "..", "experiments", "trust", "interrupts.py"))
-experiment = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(experiment)
+experiment = load("trust/interrupts.py")
 
 
 @pytest.mark.slow  # six fresh processes of about 15 s each

@@ -2,16 +2,10 @@
 and says not ok where no answer exists (no variance, a flat direction). The cases and the rule are those of
 ``experiments/trust/known_answers.py``."""
 
-import importlib.util
-import os
-
 import pytest
+from experiment_loader import load
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-_spec = importlib.util.spec_from_file_location(
-    "_known_answers", os.path.join(HERE, "..", "..", "experiments", "trust", "known_answers.py"))
-experiment = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(experiment)
+experiment = load("trust/known_answers.py")
 
 MUST_NOT_BE_OK = ("funnel", "student_t1.5", "cauchy", "flat_direction")
 """Where the issue asks for an honest ok=False (the funnel: no sampler here reaches it in 2000 transitions)."""

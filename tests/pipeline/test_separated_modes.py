@@ -2,16 +2,10 @@
 ``ok=False``, every time; from any start the message says what the warm start searched. The five cases and the rule
 are those of ``experiments/trust/separated_modes.py`` (its rows are run here)."""
 
-import importlib.util
-import os
-
 import pytest
+from experiment_loader import load
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-_spec = importlib.util.spec_from_file_location(
-    "_separated_modes", os.path.join(HERE, "..", "..", "experiments", "trust", "separated_modes.py"))
-experiment = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(experiment)
+experiment = load("trust/separated_modes.py")
 
 CASES = [("half", 0), ("half", 1), ("tenth", 0), ("tenth", 1), ("three", 0)]
 
