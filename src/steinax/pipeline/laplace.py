@@ -242,9 +242,12 @@ class LaplaceStart(AbstractStage):
         try:
             out = self.fallback(tgt, start, rng_key)
             bad = int(np.sum(~np.isfinite(np.asarray(logdensities(tgt, out.particles)))))
-            common = {**common, "evaluations": common["evaluations"] + int(out.particles.shape[0])}
+            theirs = out.learnt[self.fallback.name]
+            common = {**common, "evaluations": common["evaluations"] + int(theirs.get("evaluations", 0))
+                      + int(out.particles.shape[0]),
+                      "fallback_lbfgs_iterations": theirs.get("lbfgs_iterations")}
             if not bad:
-                learnt = {**out.learnt[self.fallback.name], **common, "method": "pathfinder", "fallback_reason": reason}
+                learnt = {**theirs, **common, "method": "pathfinder", "fallback_reason": reason}
                 return Staged(particles=out.particles, state=None, learnt={**start.learnt, self.name: learnt})
             why = f"{bad} of {out.particles.shape[0]} of its draws fall where the log-density is not finite"
         except FloatingPointError as exc:

@@ -349,13 +349,10 @@ def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
 
 
 def _warm_evaluations(learnt: dict) -> int:
-    """A warm start's evaluations: L-BFGS's, counted (:class:`LaplaceStart`), each Hessian as ``d``; where Pathfinder
-    ran, its L-BFGS iterations (at least one evaluation each: BlackJAX does not report its line searches') and its
-    ELBO draws."""
-    total = int(learnt.get("evaluations", 0)) + int(learnt.get("hessian_evaluations", 0))
-    if "elbo_evaluations" in learnt:  # Pathfinder (alone, or LaplaceStart's fallback)
-        total += int(learnt["elbo_evaluations"]) + int(sum(learnt.get("pathfinder_iterations", ())))
-    return total
+    """A warm start's evaluations: what it counted (``learnt["evaluations"]``: L-BFGS's line-search steps for
+    :class:`LaplaceStart`; Pathfinder's iterations, at least one evaluation each, and its ELBO draws), each Hessian
+    as ``d``."""
+    return int(learnt.get("evaluations", 0)) + int(learnt.get("hessian_evaluations", 0))
 
 
 def _quality_evaluations(quality, n: int) -> int:

@@ -39,7 +39,7 @@ __all__ = ["PathfinderStart"]
 
 class PathfinderStart(AbstractStage):
     """Pathfinder as a stage (module docstring). Learns ``{"affine", "elbo", "elbos", "scores", "lbfgs_iterations",
-    "elbo_evaluations"}``: the L-BFGS iterations per path (each at least one value-and-gradient evaluation, more
+    "elbo_evaluations", "evaluations"}`` (the last their sum, for :func:`steinax.sample`'s ledger: a lower bound): the L-BFGS iterations per path (each at least one value-and-gradient evaluation, more
     where a line search backtracks: BlackJAX does not report those) and the log-density evaluations of the ELBO
     estimates; returns as many draws as the start has particles (or ``num_particles``).
 
@@ -111,4 +111,7 @@ class PathfinderStart(AbstractStage):
                   "scores": scores.tolist(),
                   "lbfgs_iterations": iterations.tolist(),
                   "elbo_evaluations": int(iterations.sum()) * int(self.elbo_draws) + paths * m}
+        # the ledger: one evaluation per L-BFGS iteration at least (BlackJAX does not report its line searches'), the
+        # ELBO estimates' and the paths' scoring draws
+        learnt["evaluations"] = int(iterations.sum()) + learnt["elbo_evaluations"]
         return Staged(particles=draws.astype(x0.dtype), state=None, learnt={**start.learnt, self.name: learnt})

@@ -74,7 +74,8 @@ def steinax_sample(target, init, rng_key, moments: dict, steps: int | None = Non
 
     spend(g.get("arguments", 0), 1, 0.0)  # the starting points' log-densities, checked before any stage
     if "warm_start" in res.stage_draws:
-        spend(g["warm_start"], max(st["warm_start"]["lbfgs_iterations"]), s["warm_start"])
+        # LaplaceStart's L-BFGS runs one start after another (lax.map): its sequential steps are their sum
+        spend(g["warm_start"], sum(st["warm_start"]["lbfgs_iterations"]), s["warm_start"])
         checkpoint(_row(res.stage_draws["warm_start"], moments))
     if "particles" in res.stage_draws:
         spend(g["particles"], st["particles"]["steps"], s["particles"])
