@@ -28,6 +28,7 @@ TINY = {
     "diagnostics/compress_biased_chain.py": ["--log4n", "3", "--seeds", "1"],
     "diagnostics/ksdagg_calibration.py": ["--reps", "2", "--power-reps", "2", "--phis", "0.0", "--shifts", "0.3",
                                           "--draws", "100", "--chains", "2", "--bootstrap", "50"],
+    "diagnostics/nested_rhat_calibration.py": ["--reps", "2", "--chains", "32", "--draws", "10"],
     "diagnostics/dependent_bootstrap.py": ["--reps", "2", "--phis", "0.5", "--chains", "2", "--draws", "20", "--bootstrap", "20"],
     "kcc_sd/bnn_map_difference.py": ["--widths", "1", "2", "--trials", "1", "--particles", "4", "--steps", "2"],
     "kcc_sd/cc_svgd_dimension.py": ["--dims", "2", "--trials", "1", "--particles", "10", "--steps", "5"],
