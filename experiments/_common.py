@@ -40,6 +40,31 @@ def pyplot():
     return plt
 
 
+def barh_figure(path: str, labels, series: dict, xlabel: str, *, colors=None, xscale=None, line=None) -> None:
+    """One horizontal bar per label and series (``{legend: values}``; one series: one bar per label, coloured by
+    ``colors`` if given), a vertical line at ``line``, written to ``path``: the experiments' per-case figure."""
+    import numpy as np
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 0.3 * len(labels) + 1.5))
+    y = np.arange(len(labels))
+    height = 0.8 / len(series)
+    for i, (name, values) in enumerate(series.items()):
+        offset = (i - (len(series) - 1) / 2) * height
+        ax.barh(y + offset, values, height=height, label=name, color=colors if len(series) == 1 else None)
+    if line is not None:
+        ax.axvline(line, color="k", lw=0.5)
+    ax.set_yticks(y, labels, fontsize=7)
+    if xscale == "symlog":
+        ax.set_xscale("symlog", linthresh=0.01)
+    elif xscale is not None:
+        ax.set_xscale(xscale)
+    ax.set_xlabel(xlabel)
+    if len(series) > 1:
+        ax.legend(fontsize=7)
+    save_figure(fig, path)
+
+
 def resumable_rows(path: str, setting, int_fields=("split",), float_fields=()) -> list[dict]:
     """The rows of ``path`` (if it exists) run with this ``setting``, typed, for a run to resume from.
 

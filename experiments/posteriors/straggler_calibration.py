@@ -20,7 +20,7 @@ from steinax.pipeline.stragglers import find_stragglers, straggler_threshold
 from steinax.posteriors import NAMES, get
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
+from _common import banner, barh_figure, write_csv_atomically  # noqa: E402
 
 
 def main(argv=None):
@@ -52,16 +52,10 @@ def main(argv=None):
     print(f"worst: {worst}/{a.subsets} (bound {a.subsets // 20})")
     os.makedirs(a.out, exist_ok=True)
     write_csv_atomically(os.path.join(a.out, "straggler_calibration.csv"), rows)
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7, 0.3 * len(rows) + 1.5))
-    y = np.arange(len(rows))
-    ax.barh(y - 0.2, [r["false_alarms"] for r in rows], height=0.4, label="find_stragglers")
-    ax.barh(y + 0.2, [r["plain_threshold_alarms"] for r in rows], height=0.4, label="Gaussian threshold only")
-    ax.axvline(a.subsets / 20, color="k", lw=0.5)
-    ax.set_yticks(y, [r["posterior"] for r in rows])
-    ax.set_xlabel(f"subsets with a particle named (of {a.subsets})")
-    ax.legend(fontsize=7)
-    save_figure(fig, os.path.join(a.out, "straggler_calibration.png"))
+    barh_figure(os.path.join(a.out, "straggler_calibration.png"), [r["posterior"] for r in rows],
+                {"find_stragglers": [r["false_alarms"] for r in rows],
+                 "Gaussian threshold only": [r["plain_threshold_alarms"] for r in rows]},
+                f"subsets with a particle named (of {a.subsets})", line=a.subsets / 20)
     return 0 if worst <= a.subsets // 20 else 1
 
 

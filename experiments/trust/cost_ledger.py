@@ -20,10 +20,9 @@ import threading
 import warnings
 
 import jax
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
+from _common import banner, barh_figure, write_csv_atomically  # noqa: E402
 
 STAGE_OF = (("check_sample_arguments", "arguments"), ("_warm_evaluations", "warm_start"),
             ("LaplaceStart", "warm_start"), ("PathfinderStart", "warm_start"), ("WhitenedParticles", "particles"),
@@ -115,16 +114,10 @@ def main(argv=None):
     print(f"worst relative difference: {worst:.3%} (bound {BOUND:.0%})")
     os.makedirs(a.out, exist_ok=True)
     write_csv_atomically(os.path.join(a.out, "cost_ledger.csv"), rows)
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7, 0.3 * len(rows) + 1.5))
-    y = np.arange(len(rows))
-    ax.barh(y - 0.2, [max(r["counted"], 1) for r in rows], height=0.4, label="counted inside the log-density")
-    ax.barh(y + 0.2, [max(r["ledger"], 1) for r in rows], height=0.4, label="res.gradient_evaluations")
-    ax.set_yticks(y, [f"{r['posterior']}: {r['stage']}" for r in rows], fontsize=7)
-    ax.set_xscale("log")
-    ax.set_xlabel("evaluations of the log-density")
-    ax.legend(fontsize=7)
-    save_figure(fig, os.path.join(a.out, "cost_ledger.png"))
+    barh_figure(os.path.join(a.out, "cost_ledger.png"), [f"{r['posterior']}: {r['stage']}" for r in rows],
+                {"counted inside the log-density": [max(r["counted"], 1) for r in rows],
+                 "res.gradient_evaluations": [max(r["ledger"], 1) for r in rows]},
+                "evaluations of the log-density", xscale="log")
     return 0 if worst <= BOUND else 1
 
 

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
+from _common import banner, barh_figure, write_csv_atomically  # noqa: E402
 
 NO_VARIANCE = None
 
@@ -121,16 +121,11 @@ def main(argv=None):
     print(f"ok with a wrong answer: {lies} of {len(rows)}")
     os.makedirs(a.out, exist_ok=True)
     write_csv_atomically(os.path.join(a.out, "known_answers.csv"), rows)
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7, 0.3 * len(rows) + 1.5))
-    y = np.arange(len(rows))
-    err = [r["error_sd"] if np.isfinite(r["error_sd"]) else 0.0 for r in rows]
-    ax.barh(y, err, color=["tab:green" if r["ok"] else "tab:gray" for r in rows])
-    ax.axvline(0.2, color="k", lw=0.5)
-    ax.set_yticks(y, [r["case"] + ("" if np.isfinite(r["error_sd"]) else " (no variance)") for r in rows], fontsize=7)
-    ax.set_xscale("symlog", linthresh=0.01)
-    ax.set_xlabel("worst error of the mean (sds); green: ok=True, gray: ok=False")
-    save_figure(fig, os.path.join(a.out, "known_answers.png"))
+    barh_figure(os.path.join(a.out, "known_answers.png"),
+                [r["case"] + ("" if np.isfinite(r["error_sd"]) else " (no variance)") for r in rows],
+                {"error": [r["error_sd"] if np.isfinite(r["error_sd"]) else 0.0 for r in rows]},
+                "worst error of the mean (sds); green: ok=True, gray: ok=False",
+                colors=["tab:green" if r["ok"] else "tab:gray" for r in rows], xscale="symlog", line=0.2)
     return 0 if lies == 0 else 1
 
 

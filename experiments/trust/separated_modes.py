@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import banner, pyplot, save_figure, write_csv_atomically  # noqa: E402
+from _common import banner, barh_figure, write_csv_atomically  # noqa: E402
 
 CASES = {"half": ([[0.0, 0.0], [12.0, 0.0]], [0.5, 0.5]),
          "tenth": ([[0.0, 0.0], [12.0, 0.0]], [0.1, 0.9]),
@@ -79,15 +79,10 @@ def main(argv=None):
     print(f"ok with a wrong answer from the wider start: {broken}")
     os.makedirs(a.out, exist_ok=True)
     write_csv_atomically(os.path.join(a.out, "separated_modes.csv"), rows)
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7, 0.3 * len(rows) + 1.5))
-    y = np.arange(len(rows))
-    ax.barh(y, [r["error_sd"] for r in rows], color=["tab:green" if r["ok"] else "tab:gray" for r in rows])
-    ax.axvline(RIGHT, color="k", lw=0.5)
-    ax.set_yticks(y, [f"{r['case']}:{r['seed']} x{r['spread']:g}" for r in rows], fontsize=7)
-    ax.set_xscale("symlog", linthresh=0.01)
-    ax.set_xlabel("worst error of the mean (sds); green: ok=True, gray: ok=False")
-    save_figure(fig, os.path.join(a.out, "separated_modes.png"))
+    barh_figure(os.path.join(a.out, "separated_modes.png"),
+                [f"{r['case']}:{r['seed']} x{r['spread']:g}" for r in rows], {"error": [r["error_sd"] for r in rows]},
+                "worst error of the mean (sds); green: ok=True, gray: ok=False",
+                colors=["tab:green" if r["ok"] else "tab:gray" for r in rows], xscale="symlog", line=RIGHT)
     return 0 if broken == 0 else 1
 
 

@@ -77,6 +77,9 @@ class ModeCheck(eqx.Module):
         mismatch: ``p_value < level``: the particles do not split over the modes as their masses say.
         n_starts: the extra ascents started away from the particles.
         inflate: how many particle sds the starts were spread over.
+        evaluations: evaluations of the target the check made (each a log-density or its gradient at one point; a
+            Hessian counted as ``d``): every ascent's steps, the log-density at every end, each refinement's Newton
+            steps.
     """
 
     modes: jax.Array
@@ -88,6 +91,7 @@ class ModeCheck(eqx.Module):
     mismatch: bool
     n_starts: int
     inflate: float
+    evaluations: int = 0
 
     def summary(self) -> str:
         k = int(self.shares.shape[0])
@@ -194,6 +198,7 @@ def mode_check(target, particles, *, n_starts: int = 64, inflate: float = 4.0, a
     logp = np.asarray(_logdensities(target, center, scale, ends), np.float64)
     logp = np.where(np.isfinite(logp) & np.all(np.isfinite(np.asarray(ends)), axis=1), logp, -np.inf)
 
+    evaluations = starts.shape[0] * (int(ascent_steps) + 1)  # the ascents, and the log-density at their ends
     group = np.full(ends.shape[0], -1)  # -1: not yet grouped; -2: unsettled
     modes, log_mass = [], []
     ends_np = np.asarray(ends, np.float64)
@@ -204,6 +209,7 @@ def mode_check(target, particles, *, n_starts: int = 64, inflate: float = 4.0, a
         best = free[np.argmax(logp[free])]
         m, fm, neg_h, dec, logdet = (np.asarray(a, np.float64) for a in _refine_jit(target, center, scale,
                                                                                        jnp.asarray(ends_np[best], x.dtype)))
+        evaluations += (NEWTON_STEPS + 1) * (d + 1) + 1  # a gradient and a Hessian per Newton step, then f
         settled = bool(np.isfinite(dec) and np.isfinite(logdet) and np.isfinite(fm) and dec < SETTLED_DECREMENT * d)
         if not settled:  # -H may be indefinite there: its quadratic form says nothing about who else belongs
             group[best] = -2
@@ -232,4 +238,5 @@ def mode_check(target, particles, *, n_starts: int = 64, inflate: float = 4.0, a
     modes_x = (np.asarray(center, np.float64)[None] + np.asarray(scale, np.float64)[None] * np.asarray(modes).reshape(k, d))
     return ModeCheck(modes=jnp.asarray(modes_x[order], x.dtype), shares=jnp.asarray(shares[order], x.dtype),
                      counts=jnp.asarray(counts[order]), unassigned=unassigned, p_value=p_value, level=float(level),
-                     mismatch=bool(k >= 2 and p_value < level), n_starts=int(n_starts), inflate=float(inflate))
+                     mismatch=bool(k >= 2 and p_value < level), n_starts=int(n_starts), inflate=float(inflate),
+                     evaluations=int(evaluations))

@@ -84,6 +84,8 @@ class RelaxationCheck(eqx.Module):
         level: the level of both decisions.
         collapsed: ``p_value < level``.
         overdispersed: ``p_value_contraction < level``.
+        evaluations: evaluations of the target the check made: the particles' log-densities, then one per MALA move
+            (pilot rounds included) per particle.
         untestable: why no decision could be made (``None`` when it could): MALA accepted under
             :data:`MIN_ACCEPTANCE` of its moves even at the tuned step size, so the particles did not
             move enough to show a departure. Not a pass; the suite counts it as flagged.
@@ -100,6 +102,7 @@ class RelaxationCheck(eqx.Module):
     collapsed: bool
     overdispersed: bool
     untestable: str | None = None
+    evaluations: int = 0
 
     def summary(self) -> str:
         if self.untestable is not None:
@@ -244,5 +247,6 @@ def relaxation_check(target, particles, *, steps: int = DEFAULT_STEPS, level: fl
     return RelaxationCheck(growth=float(np.mean(np.asarray(u))), coordinate_growth=coordinate_growth, p_value=p_grow,
                            p_value_contraction=p_shrink, step_size=float(step), acceptance=float(acc), steps=int(steps),
                            level=float(level), collapsed=p_grow < level and untestable is None,
-                           overdispersed=p_shrink < level and untestable is None, untestable=untestable)
+                           overdispersed=p_shrink < level and untestable is None, untestable=untestable,
+                           evaluations=n * (1 + int(steps) + PILOT_ROUNDS * CHUNK))  # the start's, then each move's
 

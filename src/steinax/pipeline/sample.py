@@ -169,7 +169,6 @@ class _Ledger:
         try:
             out = fn()
         except StageInterrupted as err:
-            self.seconds[name] = time.perf_counter() - t0
             self.grads[name] = int(err.learnt.get("evaluations", 0))
             self.points = np.asarray(err.particles)
             draws = err.learnt.get("draws")
@@ -178,7 +177,8 @@ class _Ledger:
             self.stages[name] = {k: v for k, v in err.learnt.items()
                                  if k not in ("draws", "affine", "result", "results")}
             raise self.interrupted(name, err.where) from None
-        self.seconds[name] = time.perf_counter() - t0
+        finally:  # a stage that raised (a non-finite particle stage the correction goes on from) is timed too
+            self.seconds[name] = time.perf_counter() - t0
         if self.scope.requested:
             raise self.interrupted(name, "as it finished (its work is kept)")
         return out
@@ -356,18 +356,10 @@ def _warm_evaluations(learnt: dict) -> int:
 
 
 def _quality_evaluations(quality, n: int) -> int:
-    """:func:`steinax.diagnostics.sample_quality` with ``spread=True``'s evaluations, as each check documents its
-    cost: the draws once; the relaxation check's MALA moves ``n (steps + PILOT_ROUNDS CHUNK)``; the mode check's
-    ascents ``(rows + n_starts) ascent_steps``."""
-    from steinax.diagnostics.modes import MAX_ROWS
-    from steinax.diagnostics.relaxation import CHUNK, PILOT_ROUNDS
-
-    total = n
-    if quality.relaxation is not None:
-        total += n * (int(quality.relaxation.steps) + PILOT_ROUNDS * CHUNK)
-    if quality.modes is not None:
-        total += (min(n, MAX_ROWS) + int(quality.modes.n_starts)) * 1000
-    return total
+    """:func:`steinax.diagnostics.sample_quality`'s evaluations: the draws once, then what its collapse and mode
+    checks report they made."""
+    return n + sum(int(getattr(check, "evaluations", 0)) for check in (quality.relaxation, quality.modes)
+                   if check is not None)
 
 
 def _systematic(weights: np.ndarray, rng_key) -> np.ndarray:

@@ -47,8 +47,7 @@ class WhitenedParticles(AbstractStage):
     ignore it), else the start particles' moments.
 
     Learns ``{"result": RunResult of the last round (in z), "results": every round's, "affine": the last round's
-    AffineMap, "score_evaluations": particles times steps over all rounds, "evaluations": every evaluation of the
-    target the rounds made (:attr:`~steinax.particles.RunResult.evaluations`)}``; Ctrl-C raises
+    AffineMap, "evaluations": every evaluation of the target the rounds made (:attr:`~steinax.particles.RunResult.evaluations`)}``; Ctrl-C raises
     :class:`~steinax.particles.loop.stages.StageInterrupted` with the particles where the run stopped; the results' ``samples`` are in the
     target's own space.
     """
@@ -93,8 +92,7 @@ class WhitenedParticles(AbstractStage):
 
 
 def _learnt(results: list, affine: AffineMap) -> dict:
-    """What the stage learns from its rounds' results: "evaluations" (every round's
-    :attr:`~steinax.particles.RunResult.evaluations`) and "score_evaluations" (particles times steps alone)."""
+    """What the stage learns from its rounds' results: "evaluations" is every round's
+    :attr:`~steinax.particles.RunResult.evaluations`."""
     return {"result": results[-1], "results": results, "affine": affine,
-            "score_evaluations": sum(int(r.state.step) * int(r.particles.shape[0]) for r in results),
             "evaluations": sum(int(r.evaluations or 0) for r in results)}
