@@ -42,6 +42,33 @@ def _global_precision_unchanged(request):
                     "`with jax.enable_x64(...)`")
 
 
+RSS_CLEAR_BYTES = 3 * 2**30
+"""A worker holding more than this after a test module drops JAX's compilation caches (below)."""
+
+
+def _resident_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):  # not Linux: never cleared
+        return 0
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _bounded_worker_memory():
+    """An xdist worker keeps every program it compiled: over CI's slow pass (226 tests, many long sampler runs) two
+    workers grew past 5.8 GB each by a third of the way (measured here), and CI's run lost a worker ("node down: Not
+    properly terminated") two thirds of the way. After a module whose worker holds more than ``RSS_CLEAR_BYTES``,
+    ``jax.clear_caches()`` drops the compiled programs (later modules recompile what they use; modules rarely share
+    programs), and ``gc.collect()`` the arrays they held."""
+    yield
+    if _resident_bytes() > RSS_CLEAR_BYTES:
+        import gc
+
+        jax.clear_caches()
+        gc.collect()
+
+
 @pytest.fixture
 def key():
     return jax.random.key(20261122)

@@ -19,7 +19,8 @@
 * :mod:`~steinax.diagnostics.ess`: the multi-chain effective sample size of a mean and its Monte Carlo
   standard error (:func:`effective_sample_size`, :func:`mean_standard_error`), as Stan and ArviZ compute them.
 * :mod:`~steinax.diagnostics.rhat`: nested R-hat for many short chains grouped in superchains
-  (:func:`nested_rhat`, Margossian et al. 2024).
+  (:func:`nested_rhat`, Margossian et al. 2024), rank-normalised as ArviZ computes it (:func:`rank_nested_rhat`), and
+  superchains of neighbouring starts (:func:`neighbour_superchains`).
 * :mod:`~steinax.diagnostics.pareto`: the Pareto k-hat of a function's draws, whether their mean has a CLT
   (:func:`pareto_khat`), as ArviZ computes it.
 
@@ -32,7 +33,7 @@ from steinax.diagnostics.control_variates import ControlVariateEstimate, stein_c
 from steinax.diagnostics.ess import effective_sample_size, mean_standard_error
 from steinax.diagnostics.importance import ImportanceWeights, stein_importance_weights
 from steinax.diagnostics.modes import MODES_LEVEL, ModeCheck, mode_check
-from steinax.diagnostics.rhat import nested_rhat
+from steinax.diagnostics.rhat import neighbour_superchains, nested_rhat, rank_nested_rhat
 from steinax.diagnostics.pareto import pareto_khat
 from steinax.diagnostics.quality import SampleQuality, as_sample_array, load_samples, sample_quality
 from steinax.diagnostics.relaxation import RELAXATION_LEVEL, RelaxationCheck, relaxation_check
@@ -43,4 +44,5 @@ __all__ = ["SampleQuality", "as_sample_array", "load_samples", "sample_quality",
            "SPREAD_THRESHOLD", "CROSS_THRESHOLD", "RelaxationCheck", "relaxation_check", "RELAXATION_LEVEL",
            "ModeCheck", "mode_check", "MODES_LEVEL", "Thinning", "stein_thinning", "Compression", "stein_kernel_thinning",
            "ImportanceWeights", "stein_importance_weights", "ControlVariateEstimate", "stein_control_variates",
-           "effective_sample_size", "mean_standard_error", "pareto_khat", "nested_rhat"]
+           "effective_sample_size", "mean_standard_error", "pareto_khat", "nested_rhat",
+           "rank_nested_rhat", "neighbour_superchains"]

@@ -48,7 +48,7 @@ LARGE_PARTICLES = 20_000
 class SampleArguments:
     """The checked arguments: ``target`` (a steinax target), ``init`` (``[n, d]``), ``logdensity`` (``[n]`` at
     ``init``), ``warm_start`` (a stage or ``None``), ``particles`` (bool), ``correction``, ``corrector``, ``method``,
-    ``progress``."""
+    ``progress``, ``transport`` (a stage or ``None``)."""
 
     def __init__(self, **kwargs):
         self.__dict__.update(kwargs)
@@ -84,6 +84,19 @@ def _corrector(corrector):
     return corrector
 
 
+def _transport_stage(transport):
+    from steinax.pipeline.transport import FlowTransport
+
+    if transport is True:
+        return FlowTransport()
+    if transport is False or transport is None:
+        return None
+    if isinstance(transport, AbstractStage) and transport.name == "transport":
+        return transport
+    raise TypeError(f"`transport` must be True, False or a transport stage (FlowTransport(...)); received "
+                    f"{transport!r}")
+
+
 def _initial(tgt, rng_key, num_particles, init):
     if init is not None:
         x = check_particles(init, "init")
@@ -103,7 +116,7 @@ def _initial(tgt, rng_key, num_particles, init):
 
 
 def check_sample_arguments(target, *, rng_key, num_particles, init, method, warm_start, particles, correction,
-                           corrector, progress) -> SampleArguments:
+                           corrector, progress, transport=False) -> SampleArguments:
     """Every argument of :func:`steinax.sample` checked (module docstring); the starting points drawn with
     ``rng_key`` where ``init`` is not given."""
     tgt = as_target(target)
@@ -119,6 +132,9 @@ def check_sample_arguments(target, *, rng_key, num_particles, init, method, warm
     warm = _warm_stage(warm_start)
     particles = _bool(particles, "particles")
     corrector = _corrector(corrector)
+    transport = _transport_stage(transport)
+    if transport is not None and correction == "never":
+        raise ValueError("`transport` is used by the correction, and `correction='never'` runs none: drop one")
     if method is not None and not isinstance(method, AbstractParticleMethod):
         raise TypeError(f"`method` must be a steinax particle method (e.g. steinax.svgd()) or None; received {method!r}")
     if not (isinstance(progress, bool) or progress == "auto"):
@@ -150,4 +166,5 @@ def check_sample_arguments(target, *, rng_key, num_particles, init, method, warm
                          f"{logd[bad[:3]].tolist()}): start inside the support (a constrained parameter needs its "
                          "unconstrained coordinates)")
     return SampleArguments(target=tgt, init=x, logdensity=logd, warm_start=warm, particles=particles,
-                           correction=correction, corrector=corrector, method=method, progress=progress)
+                           correction=correction, corrector=corrector, method=method, progress=progress,
+                           transport=transport)

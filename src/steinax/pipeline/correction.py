@@ -19,9 +19,21 @@ from particles already in the typical set they need no burn-in to speak of. **De
 * **Step size and trajectory length**: ChEES's adaptation across the ensemble (every chain at once: the ensemble's
   acceptance rate, target 0.651, and the change in the estimator of the expected square), with Adam at 0.025 on their
   logarithms (the ChEES paper's setting), from step size 0.5 in whitened units, then each window's last.
-* **How long**: rounds of ``round_steps`` transitions until the split R-hat across the chains is at most ``rhat``
-  and the bulk ESS of every coordinate at least ``min_ess`` (``numpyro.diagnostics``), or ``max_steps``
-  transitions; which of these ended it is reported.
+* **How long**: rounds of ``round_steps`` transitions until the R-hat across the chains is at most ``rhat`` and the
+  bulk ESS of every coordinate at least ``min_ess`` (``numpyro.diagnostics``), or ``max_steps`` transitions; which
+  of these ended it is reported.
+* **Which R-hat** (issue 57): rank-normalised nested R-hat (Margossian et al. 2024, as
+  ``arviz_stats.rhat_nested(method="rank")`` computes it: :func:`~steinax.diagnostics.rank_nested_rhat`) in the
+  target's coordinates (the user's, not the whitened ones), over superchains of about ``superchain_size`` chains
+  whose starts are neighbours (:func:`~steinax.diagnostics.neighbour_superchains`). Classic split R-hat across
+  100-1000 short chains of a converged run is about ``1 + 1 / (2 ESS per chain)``: its 1.01 (set for 4 long
+  chains) asks every chain for an ESS of about 50, and called right answers not ok at the budget (measured:
+  ``experiments/diagnostics/nested_rhat_calibration.py``). Nested R-hat asks whether the chains have forgotten where
+  they started: chains stuck near their starts keep the superchains' means apart. ``superchain_size=1`` is the
+  classic rule (rank-normalised, unsplit superchains of one chain each). The ids are learnt (``"superchains"``), so
+  the user's ArviZ gives the same number.
+* **Divergences** (:mod:`steinax.pipeline.divergences`): where the chains were when a trajectory diverged, and
+  whether those places concentrate in some coordinate, are learnt; the verdict's policy is there.
 * **Separated modes** (:mod:`steinax.pipeline.modes`): where the split R-hat across all chains stays high, the
   draws are grouped by mode (:func:`~steinax.pipeline.modes.separated_modes`); when each mode's resident chains pass
   the R-hat and ESS rules there (:func:`~steinax.pipeline.modes.within_modes`), the chains have converged within
@@ -48,17 +60,24 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from steinax.diagnostics.rhat import neighbour_superchains, rank_nested_rhat
 from steinax.particles.loop.interrupt import interrupt_scope
 from steinax.particles.loop.stages import AbstractStage, Staged, StageInterrupted
+from steinax.pipeline.divergences import where_divergences
 from steinax.pipeline.modes import mode_weights, separated_modes, within_modes
 from steinax.pipeline.stragglers import find_stragglers
 from steinax.targets.affine import AffineMap, AffineTarget
 from steinax.targets.base import as_target, logdensities
+from steinax.targets.flow import FlowTarget
 
 __all__ = ["HMCCorrection"]
 
 _STORED_NUMBERS = 20_000_000
 """At most this many numbers of draws are kept (thinning evenly beyond): 160 MB in float64."""
+
+
+_MAX_PLACES = 10_000
+"""At most this many places where a trajectory diverged are kept."""
 
 
 MAX_STEPS = 10**7
@@ -77,12 +96,17 @@ def _windows(warmup: int) -> tuple:
     return (warmup // 3,) * 3
 
 
-def _whitening(start: Staged, names) -> AffineMap:
+def whitening(start: Staged, names) -> AffineMap:
+    """The first of ``names``' learnt ``"affine"`` maps refitted to ``start``'s particles, else the particles' own."""
     for name in names:
         affine = (start.learnt.get(name) or {}).get("affine")
         if affine is not None:
             return affine.refit(start.particles)
     return AffineMap.from_particles(start.particles)
+
+
+def _identity(x):
+    return x
 
 
 class HMCCorrection(AbstractStage):
@@ -92,7 +116,8 @@ class HMCCorrection(AbstractStage):
         warmup: ChEES adaptation steps (every chain).
         round_steps: transitions per chain between checks of R-hat and ESS.
         max_steps: transitions per chain after the adaptation, at most.
-        rhat: split R-hat across chains to reach (every coordinate).
+        rhat: R-hat across chains to reach (every coordinate; rank-normalised nested R-hat, module docstring).
+        superchain_size: chains per superchain of nested R-hat (about; 1: classic R-hat).
         min_ess: bulk ESS to reach (every coordinate, all chains pooled).
         affine_from: stages whose learnt ``"affine"`` is refitted for the metric, first found first.
 
@@ -115,12 +140,13 @@ class HMCCorrection(AbstractStage):
     round_steps: int = 100
     max_steps: int = 2000
     rhat: float = 1.01
+    superchain_size: int = 16
     min_ess: float = 400.0
     affine_from: tuple = ("particles", "warm_start")
 
     def __check_init__(self):
         """Refused when made, not when the correction starts after every earlier stage."""
-        for field in ("warmup", "round_steps", "max_steps"):
+        for field in ("warmup", "round_steps", "max_steps", "superchain_size"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"HMCCorrection: `{field}` must be a positive integer; received {value!r}")
@@ -153,18 +179,37 @@ class HMCCorrection(AbstractStage):
     def apply(self, target, start: Staged, rng_key) -> Staged:
         try:
             import blackjax  # noqa: F401
-            from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
+            from numpyro.diagnostics import effective_sample_size
         except ImportError as exc:
             raise ImportError("the correction stage (HMCCorrection, steinax.sample's default) needs BlackJAX and "
                               "NumPyro: pip install 'steinax[sample]'") from exc
 
         tgt = as_target(target)
         with interrupt_scope() as scope:  # joins steinax.sample's: Ctrl-C is seen between windows and rounds
-            return self._run(tgt, start, rng_key, scope, effective_sample_size, split_gelman_rubin)
+            return self._run(tgt, start, rng_key, scope, effective_sample_size)
 
-    def _run(self, tgt, start: Staged, rng_key, scope, effective_sample_size, split_gelman_rubin) -> Staged:
-        affine = _whitening(start, self.affine_from)
-        z = affine.inverse(jnp.asarray(start.particles))
+    def _superchains(self, z) -> np.ndarray:
+        """The superchain ids of chains started at ``z`` (module docstring)."""
+        chains = z.shape[0]
+        if self.superchain_size == 1 or chains < 8:
+            return np.arange(chains)
+        return neighbour_superchains(np.asarray(z), self.superchain_size)
+
+    def _run(self, user, start: Staged, rng_key, scope, effective_sample_size) -> Staged:
+        transport = (start.learnt.get("transport") or {}).get("bijection")
+        x0 = jnp.asarray(start.particles)
+        if transport is not None:  # the chains run on u, x = transport(u): the flow's coordinates (FlowTransport)
+            tgt = FlowTarget(user, transport)
+            u0 = tgt.inverse(x0)
+            affine, to_user = AffineMap.from_particles(u0), tgt.forward
+        else:
+            tgt, u0, affine, to_user = user, x0, whitening(start, self.affine_from), _identity
+        z = affine.inverse(u0)
+
+        def forward(a):
+            """Chain coordinates to the target's (``[n, d]``)."""
+            return np.asarray(to_user(affine.forward(jnp.asarray(a))))
+
         chains, d = z.shape
         self.check_chains(chains)
         bad = np.flatnonzero(~np.isfinite(np.asarray(logdensities(AffineTarget(tgt, affine), z))))
@@ -172,17 +217,17 @@ class HMCCorrection(AbstractStage):
             raise FloatingPointError(f"the correction's start: the log-density is not finite at particles "
                                      f"{bad[:10].tolist()}{' ...' if bad.size > 10 else ''} ({bad.size} of {chains}); "
                                      "check the target there, or start the correction elsewhere")
+        superchains = self._superchains(z)
         key_warm, key_run = jax.random.split(rng_key)
         spent = {"start": chains, "warmup": 0, "sampling": 0, "bridge": 0}  # log-density evaluations, all chains
 
         def stop(where: str, positions, draws_z=None):
             """Ctrl-C: the stage's partial learnt (the draws so far) with the chains' positions."""
-            draws_x = None if draws_z is None else np.asarray(affine.forward(jnp.asarray(
-                draws_z.reshape(-1, d)))).reshape(draws_z.shape)
+            draws_x = None if draws_z is None else forward(draws_z.reshape(-1, d)).reshape(draws_z.shape)
             learnt = {"draws": draws_x, "evaluations": int(sum(spent.values())), "gradient_evaluations": dict(spent),
                       "stopped": "interrupted", "where": where}
             return StageInterrupted(f"interrupted (Ctrl-C) in the correction {where}", self.name, where,
-                                    affine.forward(positions), learnt)
+                                    forward(positions), learnt)
 
         t0 = time.perf_counter()
         windows = _windows(self.warmup)
@@ -203,6 +248,7 @@ class HMCCorrection(AbstractStage):
         bits = int(np.ceil(np.log2(max(windows) + self.max_steps + 1)))
         thin = max(1, -(-self.max_steps * chains * d // _STORED_NUMBERS))
         kept, steps, accept, divergent, stopped = [], 0, [], 0, "max_steps"
+        diverged_at = []  # whitened positions where a trajectory diverged (at most _MAX_PLACES kept)
         rounds = {"gradient_evaluations": [], "sequential_steps": [], "kept": []}
         rhat = ess = float("nan")
         logd_last, modes = None, None
@@ -217,14 +263,18 @@ class HMCCorrection(AbstractStage):
             rounds["gradient_evaluations"].append(int(np.sum(np.asarray(n_int))))
             rounds["sequential_steps"].append(int(np.sum(np.max(np.asarray(n_int), axis=1))))
             accept.append(float(np.mean(np.asarray(acc))))
-            divergent += int(np.sum(np.asarray(div)))
+            div = np.asarray(div)
+            divergent += int(np.sum(div))
+            if div.any() and sum(len(p) for p in diverged_at) < _MAX_PLACES:
+                diverged_at.append(np.asarray(pos)[div][:_MAX_PLACES])
             kept.append(np.swapaxes(np.asarray(pos)[::thin], 0, 1))  # [chains, draws, d]
             logd_last = np.asarray(logd)
             draws = np.concatenate(kept, axis=1)
             rounds["kept"].append(int(draws.shape[1]))
             if draws.shape[1] >= 4:
-                rhat = float(np.max(split_gelman_rubin(draws)))
-                ess = float(np.min(effective_sample_size(draws)))
+                draws_x = forward(draws.reshape(-1, d)).reshape(draws.shape)
+                rhat = float(np.max(rank_nested_rhat(draws_x, superchains)))
+                ess = float(np.min(effective_sample_size(draws_x)))
                 if rhat <= self.rhat and ess >= self.min_ess:
                     stopped = "converged"
                     break
@@ -235,7 +285,7 @@ class HMCCorrection(AbstractStage):
                     break
         t2 = time.perf_counter()
         draws_z = np.concatenate(kept, axis=1)
-        draws_x = np.asarray(affine.forward(jnp.asarray(draws_z.reshape(-1, d)))).reshape(draws_z.shape)
+        draws_x = forward(draws_z.reshape(-1, d)).reshape(draws_z.shape)
         weights = None
         if stopped == "converged within modes":  # the same grouping on every draw; the masses by bridge sampling
             shares = mode_weights(lambda y: logdensities(AffineTarget(tgt, affine), jnp.asarray(y, z.dtype)),
@@ -247,14 +297,18 @@ class HMCCorrection(AbstractStage):
         else:
             modes = None
         stragglers = find_stragglers(np.median(logd_last, axis=0), d).tolist()
+        places = np.concatenate(diverged_at)[:_MAX_PLACES] if diverged_at else np.zeros((0, d))
+        places = where_divergences(forward(np.asarray(places, z.dtype)), draws_x.reshape(-1, d),
+                                   divergent, steps * chains)
         learnt = {"draws": draws_x, "affine": affine, "step_size": float(step_size), "leapfrog_steps": float(leapfrogs),
-                  "acceptance": float(np.mean(accept)), "divergences": divergent, "rhat": rhat, "ess_bulk": ess,
+                  "acceptance": float(np.mean(accept)), "divergences": divergent, "divergence_places": places,
+                  "rhat": rhat, "ess_bulk": ess, "superchains": superchains,
                   "steps": steps, "thin": thin, "stopped": stopped, "modes": modes, "weights": weights,
                   "gradient_evaluations": dict(spent), "evaluations": int(sum(spent.values())),
                   "sequential_steps": {"warmup": warm_sequential, "sampling": int(sum(rounds["sequential_steps"]))},
                   "rounds": rounds,
                   "stragglers": stragglers, "seconds": {"warmup": t1 - t0, "sampling": t2 - t1}}
-        return Staged(particles=affine.forward(states.position).astype(z.dtype), state=None,
+        return Staged(particles=jnp.asarray(forward(states.position), z.dtype), state=None,
                       learnt={**start.learnt, self.name: learnt})
 
 

@@ -15,14 +15,15 @@ The stages (each also callable alone, :mod:`steinax.pipeline`):
    ``correction="auto"``, :func:`steinax.diagnostics.sample_quality` with ``spread=True`` (collapse and
    missing-mode checks);
 4. **correction** (:class:`~steinax.pipeline.HMCCorrection`): each chosen point continues as a ChEES-HMC chain with
-   the ensemble's covariance as its metric until the split R-hat across chains and the bulk ESS say the draws are
-   usable: exact in the limit, whatever the particles got wrong; where the chains sit in separated modes they cannot
+   the ensemble's covariance as its metric until the nested R-hat across chains (superchains of neighbouring starts,
+   rank-normalised, in the target's coordinates, as ArviZ computes it) and the bulk ESS say the draws are usable: exact in the limit, whatever the particles got wrong; where the chains sit in separated modes they cannot
    leave, until they have converged within each, and the modes' weights are then estimated by bridge sampling
    (:mod:`steinax.pipeline.modes`): the particles' split between modes does not decide the answer's.
 
-**What ``ok=True`` establishes, exactly.** After a correction: the chains agree (split R-hat and bulk ESS within
-each separated mode they found, bridge sampling's error on the modes' masses small), no chain is a straggler, and no
-transition diverged. It also says what the warm start searched: the optima found from so many starts spread so
+**What ``ok=True`` establishes, exactly.** After a correction: the chains have forgotten where they started
+(nested R-hat, or split R-hat and bulk ESS within each separated mode they found, bridge sampling's error on the
+modes' masses small), no chain is a straggler, and divergent transitions, if any, are few (at most one per thousand
+transitions) and scattered, not concentrated where the chains cannot go (:mod:`steinax.pipeline.divergences`). It also says what the warm start searched: the optima found from so many starts spread so
 wide. It cannot establish that no mode was missed: a mode that no start reaches, and that no chain wanders into, is
 unseen by every check (:attr:`SampleResult.message` says what was searched). Without a correction, ``ok`` is the
 verdict of the particle checks (:func:`steinax.diagnostics.sample_quality` with ``spread=True``, always run then).
@@ -53,6 +54,7 @@ from steinax.particles.loop.settle import ConvergenceWarning
 from steinax.particles.loop.stages import AbstractStage, Staged, StageInterrupted
 from steinax.pipeline.arguments import CORRECTIONS, check_sample_arguments
 from steinax.pipeline.correction import HMCCorrection
+from steinax.pipeline.divergences import divergence_problem
 from steinax.pipeline.handoff import choose_start
 from steinax.pipeline.stragglers import find_stragglers
 from steinax.pipeline.whitened import WhitenedParticles
@@ -202,7 +204,8 @@ class _Ledger:
 
 def sample(target, *, rng_key: jax.Array, num_particles: int | None = None, init=None, method=None,
            warm_start: AbstractStage | bool = True, particles: bool = True, correction: str = "always",
-           corrector: HMCCorrection | None = None, progress: bool | str = "auto") -> SampleResult:
+           corrector: HMCCorrection | None = None, transport: AbstractStage | bool = False,
+           progress: bool | str = "auto") -> SampleResult:
     """Draws from ``target``: warm start, particles, checks, correction (module docstring).
 
     Args:
@@ -221,6 +224,9 @@ def sample(target, *, rng_key: jax.Array, num_particles: int | None = None, init
             or ``"never"``. Without a correction the answer is checked by
             :func:`steinax.diagnostics.sample_quality` with ``spread=True``.
         corrector: the correction stage's settings (default :class:`HMCCorrection()`).
+        transport: ``True`` (:class:`~steinax.pipeline.FlowTransport`: a normalizing flow fitted to the correction's
+            start and refined against the target, used as the chains' coordinates where it beats the affine map),
+            a transport stage, or ``False`` (default).
         progress: the particle loop's bar (``steinax.run``'s ``progress``).
 
     Returns:
@@ -245,7 +251,7 @@ def sample(target, *, rng_key: jax.Array, num_particles: int | None = None, init
     with interrupt_scope() as scope:  # the one Ctrl-C scope: every stage, loop and compilation inside joins it
         args = check_sample_arguments(target, rng_key=rng_key, num_particles=num_particles, init=init, method=method,
                                       warm_start=warm_start, particles=particles, correction=correction,
-                                      corrector=corrector, progress=progress)
+                                      corrector=corrector, progress=progress, transport=transport)
         ledger = _Ledger(scope, args)
         if scope.requested:  # pressed during the argument checks
             raise ledger.interrupted("arguments", "before any stage ran")
@@ -264,6 +270,7 @@ def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
 
     tgt = args.target
     key_warm, key_particles, key_checks, key_correct = jax.random.split(jax.random.fold_in(rng_key, 1), 4)
+    key_transport = jax.random.fold_in(rng_key, 2)
     stage = Staged(particles=args.init)
     dim = int(stage.particles.shape[1])
     grads, stages, stage_draws = ledger.grads, ledger.stages, ledger.stage_draws
@@ -328,6 +335,11 @@ def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
     chains = weights = None
     if args.correction == "always" or (args.correction == "auto" and flagged[0]):
         start = warm if checks.get("start") == "warm_start" else handoff
+        if args.transport is not None:
+            start = ledger.run("transport", lambda: args.transport(tgt, start, key_transport))
+            learnt = start.learnt["transport"]
+            grads["transport"] = int(learnt["evaluations"])
+            stages["transport"] = {k: v for k, v in learnt.items() if k not in ("affine", "bijection")}
         stage = ledger.run("correction", lambda: args.corrector(tgt, start, key_correct))
         learnt = stage.learnt["correction"]
         grads["correction"] = int(learnt["evaluations"])
@@ -391,35 +403,37 @@ def searched(warm: dict | None) -> str:
             "paths did not reach is unseen")
 
 
-def tail_problems(chains: np.ndarray) -> tuple[list, list]:
-    """Heavy tails among the correction's draws, as ``(problems, notes)`` for the verdict: each coordinate's Pareto
-    ``k``-hat (:func:`steinax.diagnostics.pareto.pareto_khat`, both tails, on at most 20,000 evenly thinned draws);
-    at or above :func:`~steinax.diagnostics.pareto.khat_threshold` the mean of the draws is unreliable (a problem);
-    from 1/2 the variance may not exist, and R-hat and ESS, built on variances, need not settle (a note)."""
+def tail_problems(chains: np.ndarray) -> list:
+    """Heavy tails among the correction's draws, as problems for the verdict: each coordinate's Pareto ``k``-hat
+    (:func:`steinax.diagnostics.pareto.pareto_khat`, both tails, on at most 20,000 evenly thinned draws). From 1/2
+    (:data:`~steinax.diagnostics.pareto.FINITE_VARIANCE_K`) the variance may not exist: the draws' sds, their MCSEs
+    and ESS estimate nothing, so ``ok`` (which vouches for them) is false; the draws themselves may still be right
+    (rank-normalised R-hat can settle on them), and the message says so. At or above
+    :func:`~steinax.diagnostics.pareto.khat_threshold` the draws' means are unreliable too."""
     from steinax.diagnostics.pareto import FINITE_VARIANCE_K, khat_threshold, pareto_khat
 
     x = chains.reshape(-1, chains.shape[-1])
     x = x[np.unique(np.linspace(0, x.shape[0] - 1, min(x.shape[0], 20_000)).astype(int))]
     if x.shape[0] < 100:
-        return [], []
+        return []
     k = np.nan_to_num(pareto_khat(x), nan=-np.inf)
     worst = int(np.argmax(k))
     heavy = np.flatnonzero(k >= FINITE_VARIANCE_K).tolist()
     if not heavy:
-        return [], []
+        return []
     limit = khat_threshold(x.shape[0])
     text = (f"heavy tails in coordinates {heavy[:10]}{' ...' if len(heavy) > 10 else ''} (Pareto k-hat up to "
-            f"{k[worst]:.2f} in coordinate {worst}; from 0.5 the variance may not exist, so sds, R-hat and ESS "
-            "need not settle")
+            f"{k[worst]:.2f} in coordinate {worst}; from 0.5 the variance may not exist, so the draws' sds, MCSEs "
+            "and ESS estimate nothing")
     if k[worst] >= limit:
-        return [text + f"; above {limit:.2f} the draws' means are unreliable too)"], []
-    return [], [text + ")"]
+        return [text + f"; above {limit:.2f} the draws' means are unreliable too)"]
+    return [text + "; the draws may still follow the target)"]
 
 
 def _verdict(stages: dict, chains, flagged: bool) -> tuple[bool, str]:
     if chains is not None:
         c = stages["correction"]
-        problems, notes = tail_problems(np.asarray(chains))
+        problems, notes = tail_problems(np.asarray(chains)), []
         failed = stages.get("particles", {}).get("failed")
         if failed:
             notes.append(f"the particle stage stopped ({failed.split(';')[0]}: a hard boundary of the support?) and "
@@ -431,15 +445,14 @@ def _verdict(stages: dict, chains, flagged: bool) -> tuple[bool, str]:
                             f"{MAX_MASS_ERROR} each)")
         if c["stopped"] not in ("converged", "converged within modes"):
             problems.append(f"the correction stopped at its budget ({c['steps']} transitions per chain) with split "
-                            f"R-hat {c['rhat']:.3f} and bulk ESS {c['ess_bulk']:.0f} (wanted R-hat <= its `rhat` and "
+                            f"nested R-hat {c['rhat']:.3f} and bulk ESS {c['ess_bulk']:.0f} (wanted R-hat <= its `rhat` and "
                             "ESS >= its `min_ess`); raise HMCCorrection(max_steps=...)")
         if c["stragglers"]:
             problems.append(f"chains {c['stragglers']} stayed far below the bulk's log-density (stragglers: a minor "
                             "mode or a stuck chain)")
-        if c["divergences"]:
-            problems.append(f"{c['divergences']} divergent transitions (the draws may miss a region of high "
-                            "curvature; or proposals left a hard boundary of the support, where the log-density is "
-                            "-inf)")
+        problem, note = divergence_problem(c["divergence_places"])
+        problems += [problem] if problem else []
+        notes += [note] if note else []
         if problems and "flat there" in str(stages.get("warm_start", {}).get("fallback_reason")):
             notes.append("the log-density was flat at the warm start's optimum: the target may be improper (a "
                          "parameter without a prior?), and no sampler can converge on it")
@@ -451,7 +464,7 @@ def _verdict(stages: dict, chains, flagged: bool) -> tuple[bool, str]:
             return True, (f"converged within {len(modes['weights'])} separated modes (split R-hat at most "
                           f"{np.nanmax(modes['rhat']):.3f} within each) after {c['steps']} transitions per chain; the modes' "
                           f"weights by bridge sampling: {shares}; `draws` are resampled by them{noted}")
-        return True, (f"converged: split R-hat {c['rhat']:.3f}, bulk ESS {c['ess_bulk']:.0f} after "
+        return True, (f"converged: nested R-hat {c['rhat']:.3f}, bulk ESS {c['ess_bulk']:.0f} after "
                       f"{c['steps']} transitions per chain{noted}")
     if flagged:
         named = stages["checks"].get("stragglers")

@@ -1,6 +1,7 @@
 """Targets: log-densities, minibatch models, toy distributions, and NumPyro, PyMC and TFP models."""
 
 from steinax.targets.affine import AffineMap, AffineTarget
+from steinax.targets.flow import FlowTarget
 from steinax.targets.base import (AbstractTarget, LogDensityTarget, MinibatchTarget, ScoreTarget, as_target, hessian_at,
                                   logdensities)
 from steinax.targets.model import ModelTarget
@@ -24,6 +25,7 @@ __all__ = [
     "ModelTarget",
     "AffineMap",
     "AffineTarget",
+    "FlowTarget",
     "NumPyroTarget",
     "from_numpyro",
     "from_pymc",
