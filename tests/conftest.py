@@ -54,19 +54,29 @@ def _resident_bytes() -> int:
         return 0
 
 
-@pytest.fixture(autouse=True, scope="module")
+_clear_above = [RSS_CLEAR_BYTES]
+
+
+@pytest.fixture(autouse=True)
 def _bounded_worker_memory():
     """An xdist worker keeps every program it compiled: over CI's slow pass (226 tests, many long sampler runs) two
     workers grew past 5.8 GB each by a third of the way (measured here), and CI's run lost a worker ("node down: Not
-    properly terminated") two thirds of the way. After a module whose worker holds more than ``RSS_CLEAR_BYTES``,
-    ``jax.clear_caches()`` drops the compiled programs (later modules recompile what they use; modules rarely share
-    programs), and ``gc.collect()`` the arrays they held."""
+    properly terminated") two thirds of the way, twice. After a test that leaves its worker holding more than
+    ``RSS_CLEAR_BYTES`` (or 1 GiB more than after the last clearing, so that a worker that cannot shrink does not
+    recompile after every test), ``jax.clear_caches()`` drops the compiled programs, ``gc.collect()`` the arrays they
+    held, and glibc's ``malloc_trim`` hands the freed pages back to the system."""
     yield
-    if _resident_bytes() > RSS_CLEAR_BYTES:
+    if _resident_bytes() > _clear_above[0]:
+        import ctypes
         import gc
 
         jax.clear_caches()
         gc.collect()
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc
+            pass
+        _clear_above[0] = max(RSS_CLEAR_BYTES, _resident_bytes() + 2**30)
 
 
 @pytest.fixture

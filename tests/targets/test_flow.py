@@ -7,31 +7,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from random_flow import random_flow
+
 from steinax.pipeline.transport import AffineThenFlow
 from steinax.targets import AffineMap, FlowTarget, Gaussian
 
 flowjax = pytest.importorskip("flowjax")
 
 
-def _flow(d=4, seed=0):
-    from flowjax.bijections import RationalQuadraticSpline
-    from flowjax.distributions import Normal
-    from flowjax.flows import coupling_flow
-
-    flow = coupling_flow(jax.random.key(seed), base_dist=Normal(jnp.zeros(d)),
-                         transformer=RationalQuadraticSpline(knots=6, interval=3.0), flow_layers=3, nn_width=8)
-    # random weights everywhere (flowjax starts some layers at zero: near the identity, a weak test)
-    leaves, tree = jax.tree.flatten(flow)
-    keys = jax.random.split(jax.random.key(seed + 1), len(leaves))
-    leaves = [l + 0.3 * jax.random.normal(k, l.shape, l.dtype) if isinstance(l, jax.Array) and
-              jnp.issubdtype(l.dtype, jnp.floating) else l for l, k in zip(leaves, keys)]
-    return jax.tree.unflatten(tree, leaves)
-
-
 def test_log_density_is_the_target_plus_the_jacobians_log_determinant():
     with jax.enable_x64(True):
-        flow = jax.tree.map(lambda a: a.astype(jnp.float64) if isinstance(a, jax.Array) and
-                            jnp.issubdtype(a.dtype, jnp.floating) else a, _flow())
+        flow = random_flow(dtype=jnp.float64)
         affine = AffineMap(jnp.array([1.0, -2.0, 0.5, 3.0]), jnp.array([[2.0, 0, 0, 0], [0.3, 1.0, 0, 0],
                                                                         [0.0, -0.4, 0.5, 0], [0.1, 0.2, 0.3, 4.0]]))
         bij = AffineThenFlow(affine, flow.bijection)
