@@ -29,6 +29,8 @@ TINY = {
     "diagnostics/ksdagg_calibration.py": ["--reps", "2", "--power-reps", "2", "--phis", "0.0", "--shifts", "0.3",
                                           "--draws", "100", "--chains", "2", "--bootstrap", "50"],
     "diagnostics/nested_rhat_calibration.py": ["--reps", "2", "--chains", "32", "--draws", "10"],
+    "diagnostics/convergence_rule.py": ["--reps", "2", "--chains", "16", "--max-steps", "200", "--d", "2",
+                                        "--rho", "0.5"],
     "diagnostics/dependent_bootstrap.py": ["--reps", "2", "--phis", "0.5", "--chains", "2", "--draws", "20", "--bootstrap", "20"],
     "kcc_sd/bnn_map_difference.py": ["--widths", "1", "2", "--trials", "1", "--particles", "4", "--steps", "2"],
     "kcc_sd/cc_svgd_dimension.py": ["--dims", "2", "--trials", "1", "--particles", "10", "--steps", "5"],
@@ -77,6 +79,8 @@ TINY = {
     "trust/interrupts.py": ["--times", "2"],
     "trust/known_answers.py": ["--cases", "student_t3"],
     "trust/separated_modes.py": ["--cases", "half:0", "--spreads", "10", "--particles", "20"],
+    "posteriors/reparam.py": ["--posteriors", "eight_schools_centered", "--seeds", "0", "--particles", "8",
+                              "--max-steps", "50", "--learn-steps", "20"],
     "posteriors/held_out.py": ["--models", "beta_binomial_pareto", "--methods", "svgd", "--particles", "20",
                                "--max-steps", "500", "--nuts-warmup", "50", "--nuts-samples", "50"],
 }

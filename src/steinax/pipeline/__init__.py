@@ -1,6 +1,8 @@
 """The sampling pipeline around the particle loop (issue 49): stages that chain a warm start, the particles in
 whitened coordinates, the checks and a correction (the stage protocol: :mod:`steinax.particles.loop.stages`).
 
+* :mod:`steinax.pipeline.reparam`: a NumPyro model's hierarchical sites decentred by a learned centredness, before
+  every other stage;
 * :mod:`steinax.pipeline.warm_start`: Pathfinder (BlackJAX) from the target's own starting points: particles in the
   typical set and an affine map for the next stages;
 * :mod:`steinax.pipeline.laplace`: every optimum L-BFGS finds from starts spread wider than the start's particles,
@@ -22,9 +24,10 @@ from steinax.pipeline.handoff import choose_start
 from steinax.pipeline.laplace import LaplaceStart
 from steinax.pipeline.sample import SampleInterrupted, SampleResult, sample
 from steinax.pipeline.transport import FlowTransport
+from steinax.pipeline.reparam import LearnedCentredness
 from steinax.pipeline.stragglers import find_stragglers, straggler_threshold
 from steinax.pipeline.warm_start import PathfinderStart
 from steinax.pipeline.whitened import WhitenedParticles
 
-__all__ = ["LaplaceStart", "PathfinderStart", "WhitenedParticles", "HMCCorrection", "FlowTransport", "find_stragglers", "choose_start", "straggler_threshold", "sample",
+__all__ = ["LaplaceStart", "PathfinderStart", "WhitenedParticles", "HMCCorrection", "FlowTransport", "LearnedCentredness", "find_stragglers", "choose_start", "straggler_threshold", "sample",
            "SampleResult", "SampleInterrupted"]

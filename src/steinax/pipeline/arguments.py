@@ -48,7 +48,7 @@ LARGE_PARTICLES = 20_000
 class SampleArguments:
     """The checked arguments: ``target`` (a steinax target), ``init`` (``[n, d]``), ``logdensity`` (``[n]`` at
     ``init``), ``warm_start`` (a stage or ``None``), ``particles`` (bool), ``correction``, ``corrector``, ``method``,
-    ``progress``, ``transport`` (a stage or ``None``)."""
+    ``progress``, ``transport`` and ``reparam`` (each a stage or ``None``)."""
 
     def __init__(self, **kwargs):
         self.__dict__.update(kwargs)
@@ -84,17 +84,27 @@ def _corrector(corrector):
     return corrector
 
 
+def _optional_stage(value, argument: str, stage_name: str, make, example: str):
+    """``True``: ``make()``; ``False``/``None``: ``None``; a stage named ``stage_name``: itself; else refused."""
+    if value is True:
+        return make()
+    if value is False or value is None:
+        return None
+    if isinstance(value, AbstractStage) and value.name == stage_name:
+        return value
+    raise TypeError(f"`{argument}` must be True, False or a {stage_name} stage ({example}); received {value!r}")
+
+
 def _transport_stage(transport):
     from steinax.pipeline.transport import FlowTransport
 
-    if transport is True:
-        return FlowTransport()
-    if transport is False or transport is None:
-        return None
-    if isinstance(transport, AbstractStage) and transport.name == "transport":
-        return transport
-    raise TypeError(f"`transport` must be True, False or a transport stage (FlowTransport(...)); received "
-                    f"{transport!r}")
+    return _optional_stage(transport, "transport", "transport", FlowTransport, "FlowTransport(...)")
+
+
+def _reparam_stage(reparam):
+    from steinax.pipeline.reparam import LearnedCentredness
+
+    return _optional_stage(reparam, "reparam", "reparam", LearnedCentredness, "LearnedCentredness(...)")
 
 
 def _initial(tgt, rng_key, num_particles, init):
@@ -116,7 +126,7 @@ def _initial(tgt, rng_key, num_particles, init):
 
 
 def check_sample_arguments(target, *, rng_key, num_particles, init, method, warm_start, particles, correction,
-                           corrector, progress, transport=False) -> SampleArguments:
+                           corrector, progress, transport=False, reparam=False) -> SampleArguments:
     """Every argument of :func:`steinax.sample` checked (module docstring); the starting points drawn with
     ``rng_key`` where ``init`` is not given."""
     tgt = as_target(target)
@@ -133,6 +143,7 @@ def check_sample_arguments(target, *, rng_key, num_particles, init, method, warm
     particles = _bool(particles, "particles")
     corrector = _corrector(corrector)
     transport = _transport_stage(transport)
+    reparam = _reparam_stage(reparam)
     if transport is not None and correction == "never":
         raise ValueError("`transport` is used by the correction, and `correction='never'` runs none: drop one")
     if method is not None and not isinstance(method, AbstractParticleMethod):
@@ -167,4 +178,4 @@ def check_sample_arguments(target, *, rng_key, num_particles, init, method, warm
                          "unconstrained coordinates)")
     return SampleArguments(target=tgt, init=x, logdensity=logd, warm_start=warm, particles=particles,
                            correction=correction, corrector=corrector, method=method, progress=progress,
-                           transport=transport)
+                           transport=transport, reparam=reparam)

@@ -179,23 +179,36 @@ class HMCCorrection(AbstractStage):
     def apply(self, target, start: Staged, rng_key) -> Staged:
         try:
             import blackjax  # noqa: F401
-            from numpyro.diagnostics import effective_sample_size
+            import numpyro  # noqa: F401
         except ImportError as exc:
             raise ImportError("the correction stage (HMCCorrection, steinax.sample's default) needs BlackJAX and "
                               "NumPyro: pip install 'steinax[sample]'") from exc
 
         tgt = as_target(target)
         with interrupt_scope() as scope:  # joins steinax.sample's: Ctrl-C is seen between windows and rounds
-            return self._run(tgt, start, rng_key, scope, effective_sample_size)
+            return self._run(tgt, start, rng_key, scope)
 
-    def _superchains(self, z) -> np.ndarray:
-        """The superchain ids of chains started at ``z`` (module docstring)."""
+    def superchains_of(self, z) -> np.ndarray:
+        """The superchain ids of chains started at ``z`` (``[chains, d]``; module docstring)."""
         chains = z.shape[0]
         if self.superchain_size == 1 or chains < 8:
             return np.arange(chains)
         return neighbour_superchains(np.asarray(z), self.superchain_size)
 
-    def _run(self, user, start: Staged, rng_key, scope, effective_sample_size) -> Staged:
+    def judge(self, draws, superchains) -> tuple[float, float, bool]:
+        """The convergence rule on ``draws`` (``[chains, kept, d]``, the target's coordinates): ``(rhat, ess,
+        passed)``, the worst coordinate's rank-normalised nested R-hat over ``superchains`` and bulk ESS (NumPyro's
+        estimator, all chains pooled), and whether ``rhat <= self.rhat`` and ``ess >= self.min_ess``. The one place
+        the rule lives (the correction's rounds and its calibration, ``experiments/diagnostics/convergence_rule.py``,
+        call it)."""
+        from numpyro.diagnostics import effective_sample_size
+
+        draws = np.asarray(draws)
+        rhat = float(np.max(rank_nested_rhat(draws, superchains)))
+        ess = float(np.min(effective_sample_size(draws)))
+        return rhat, ess, bool(rhat <= self.rhat and ess >= self.min_ess)
+
+    def _run(self, user, start: Staged, rng_key, scope) -> Staged:
         transport = (start.learnt.get("transport") or {}).get("bijection")
         x0 = jnp.asarray(start.particles)
         if transport is not None:  # the chains run on u, x = transport(u): the flow's coordinates (FlowTransport)
@@ -217,7 +230,7 @@ class HMCCorrection(AbstractStage):
             raise FloatingPointError(f"the correction's start: the log-density is not finite at particles "
                                      f"{bad[:10].tolist()}{' ...' if bad.size > 10 else ''} ({bad.size} of {chains}); "
                                      "check the target there, or start the correction elsewhere")
-        superchains = self._superchains(z)
+        superchains = self.superchains_of(z)
         key_warm, key_run = jax.random.split(rng_key)
         spent = {"start": chains, "warmup": 0, "sampling": 0, "bridge": 0}  # log-density evaluations, all chains
 
@@ -273,9 +286,8 @@ class HMCCorrection(AbstractStage):
             rounds["kept"].append(int(draws.shape[1]))
             if draws.shape[1] >= 4:
                 draws_x = forward(draws.reshape(-1, d)).reshape(draws.shape)
-                rhat = float(np.max(rank_nested_rhat(draws_x, superchains)))
-                ess = float(np.min(effective_sample_size(draws_x)))
-                if rhat <= self.rhat and ess >= self.min_ess:
+                rhat, ess, passed = self.judge(draws_x, superchains)
+                if passed:
                     stopped = "converged"
                     break
                 labels = separated_modes(draws, per_chain=50) if rhat > self.rhat else None  # chains disagree

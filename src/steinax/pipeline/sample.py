@@ -160,6 +160,7 @@ class _Ledger:
         self.scope, self.args, self.t_start = scope, args, time.perf_counter()
         self.seconds, self.grads, self.stages, self.stage_draws = {}, {}, {}, {}
         self.points, self.particles, self.chains = np.asarray(args.init), None, None
+        self.back = None  # the reparameterisation's map to the target's own coordinates, once one is in place
         self.grads["arguments"] = int(args.init.shape[0])  # the starting points' log-densities, checked
 
     def run(self, name: str, fn):
@@ -187,6 +188,10 @@ class _Ledger:
 
     def interrupted(self, stage: str, where: str) -> SampleInterrupted:
         self.scope.honoured = True
+        back = self.back or (lambda a: a)
+        self.points, self.chains = back(self.points), None if self.chains is None else back(self.chains)
+        self.particles = None if self.particles is None else back(self.particles)
+        self.back = None
         d = self.points.shape[1]
         draws = self.chains.reshape(-1, d) if self.chains is not None else self.points
         message = (f"interrupted (Ctrl-C) in the {stage} stage, {where}; stages done: "
@@ -205,7 +210,7 @@ class _Ledger:
 def sample(target, *, rng_key: jax.Array, num_particles: int | None = None, init=None, method=None,
            warm_start: AbstractStage | bool = True, particles: bool = True, correction: str = "always",
            corrector: HMCCorrection | None = None, transport: AbstractStage | bool = False,
-           progress: bool | str = "auto") -> SampleResult:
+           reparam: AbstractStage | bool = True, progress: bool | str = "auto") -> SampleResult:
     """Draws from ``target``: warm start, particles, checks, correction (module docstring).
 
     Args:
@@ -227,6 +232,10 @@ def sample(target, *, rng_key: jax.Array, num_particles: int | None = None, init
         transport: ``True`` (:class:`~steinax.pipeline.FlowTransport`: a normalizing flow fitted to the correction's
             start and refined against the target, used as the chains' coordinates where it beats the affine map),
             a transport stage, or ``False`` (default).
+        reparam: ``True`` (default: :class:`~steinax.pipeline.LearnedCentredness`, for a NumPyro target that holds
+            its model and has hierarchical location-scale sites: each site's centredness learned first, every stage
+            run in those coordinates, the draws mapped back; on other targets nothing), a reparameterisation stage,
+            or ``False``.
         progress: the particle loop's bar (``steinax.run``'s ``progress``).
 
     Returns:
@@ -251,7 +260,8 @@ def sample(target, *, rng_key: jax.Array, num_particles: int | None = None, init
     with interrupt_scope() as scope:  # the one Ctrl-C scope: every stage, loop and compilation inside joins it
         args = check_sample_arguments(target, rng_key=rng_key, num_particles=num_particles, init=init, method=method,
                                       warm_start=warm_start, particles=particles, correction=correction,
-                                      corrector=corrector, progress=progress, transport=transport)
+                                      corrector=corrector, progress=progress, transport=transport,
+                                      reparam=reparam)
         ledger = _Ledger(scope, args)
         if scope.requested:  # pressed during the argument checks
             raise ledger.interrupted("arguments", "before any stage ran")
@@ -270,10 +280,21 @@ def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
 
     tgt = args.target
     key_warm, key_particles, key_checks, key_correct = jax.random.split(jax.random.fold_in(rng_key, 1), 4)
-    key_transport = jax.random.fold_in(rng_key, 2)
+    key_transport, key_reparam = jax.random.fold_in(rng_key, 2), jax.random.fold_in(rng_key, 3)
     stage = Staged(particles=args.init)
     dim = int(stage.particles.shape[1])
     grads, stages, stage_draws = ledger.grads, ledger.stages, ledger.stage_draws
+
+    reparameterised = None
+    if args.reparam is not None and args.reparam.applies(tgt):  # every later stage runs in the learned coordinates; the draws are mapped back
+        stage = ledger.run("reparam", lambda: args.reparam(tgt, stage, key_reparam))
+        learnt = stage.learnt["reparam"]
+        grads["reparam"] = int(learnt["evaluations"])
+        stages["reparam"] = {k: v for k, v in learnt.items() if k != "reparameterised"}
+        reparameterised = learnt["reparameterised"]
+        if reparameterised is not None:
+            tgt = reparameterised.target
+            ledger.back = reparameterised.draws_to_original_numpy
 
     if args.warm_start is not None:
         stage = ledger.run("warm_start", lambda: args.warm_start(tgt, stage, key_warm))
@@ -347,17 +368,34 @@ def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
         weights = learnt["weights"]
         stages["correction"] = {k: v for k, v in learnt.items() if k not in ("draws", "affine", "weights")}
 
+    particles_out = np.asarray(handoff.particles)
+    if reparameterised is not None:  # the answer in the target's own coordinates (chains, particles, stage draws)
+        back = reparameterised.draws_to_original_numpy
+        chains = None if chains is None else back(chains)
+        particles_out = back(particles_out)
+        stage_draws.update({k: back(v) for k, v in stage_draws.items()})
+        tgt = args.target
     ok, message = _verdict(stages, chains, flagged[0])
-    message = f"{message}; {searched(stages.get('warm_start'))}"
-    draws = chains.reshape(-1, dim) if chains is not None else np.asarray(handoff.particles)
+    message = f"{message}; {searched(stages.get('warm_start'))}{reparameterised_clause(stages.get('reparam'))}"
+    draws = chains.reshape(-1, dim) if chains is not None else particles_out
     if weights is not None:
         draws = draws[_systematic(weights, jax.random.fold_in(key_correct, 1))]
     grads["total"] = int(sum(v for k, v in grads.items() if k != "total"))
     ledger.seconds["total"] = time.perf_counter() - ledger.t_start
     return SampleResult(draws=draws, samples=tgt.postprocess(jnp.asarray(draws)), chains=chains,
-                        particles=np.asarray(handoff.particles), ok=ok, message=message, stages=stages,
+                        particles=particles_out, ok=ok, message=message, stages=stages,
                         gradient_evaluations=grads, seconds=ledger.seconds, stage_draws=stage_draws,
                         labels=getattr(tgt, "labels", None), weights=weights)
+
+
+def reparameterised_clause(learnt: dict | None) -> str:
+    """The reparameterisation's clause of :attr:`SampleResult.message` (empty where none was made)."""
+    if not learnt or not learnt.get("sites"):
+        return ""
+    parts = ", ".join(f"{site} {np.mean(learnt['centred'][site]):.2f}" for site in learnt["sites"])
+    return (f"; the stages ran with hierarchical sites decentred by a learned centredness (mean per site, 1 = as "
+            f"written: {parts}), and the draws are mapped back to the model's coordinates (R-hat was judged in the "
+            "learned ones)")
 
 
 def _warm_evaluations(learnt: dict) -> int:

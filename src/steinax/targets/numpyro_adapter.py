@@ -12,8 +12,10 @@ constrained site values (deterministic sites included), which is what
 
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -23,7 +25,14 @@ __all__ = ["NumPyroTarget", "from_numpyro", "flat_model"]
 
 
 class NumPyroTarget(ModelTarget):
-    """A NumPyro model's posterior on its flattened unconstrained space (a :class:`~steinax.targets.model.ModelTarget`)."""
+    """A NumPyro model's posterior on its flattened unconstrained space (a :class:`~steinax.targets.model.ModelTarget`).
+
+    Attributes:
+        model: the model with its data bound (a zero-argument NumPyro model, ``functools.partial``), for what needs
+            the model itself (:mod:`steinax.targets.reparam`); ``None`` where unknown.
+    """
+
+    model: Callable | None = eqx.field(static=True, default=None)
 
 
 def from_numpyro(model, *model_args, rng_key: jax.Array | None = None, **model_kwargs) -> NumPyroTarget:
@@ -65,6 +74,7 @@ def from_numpyro(model, *model_args, rng_key: jax.Array | None = None, **model_k
         site_names=names,
         unconstrain_fn=lambda params: unconstrain_fn(model, model_args, model_kwargs, params),
         language="numpyro",
+        model=functools.partial(model, *model_args, **model_kwargs),
     )
 
 
