@@ -10,7 +10,6 @@ import pytest
 
 import steinax
 from steinax.pipeline import WhitenedParticles
-from steinax.targets import AffineMap
 
 
 def banana(x):

@@ -121,3 +121,15 @@ def test_sample_weighs_separated_modes_right():
     assert res.weights.shape == (res.chains.shape[0] * res.chains.shape[1],)
     tree = res.to_datatree()
     assert tree.posterior.attrs["steinax_resampled"] == 1
+
+
+def test_a_group_of_chains_that_did_not_move_is_grouped_not_an_error():
+    """Was: a group whose draws span fewer dimensions than ``d`` (chains stuck, seen in a centred hierarchy's neck on
+    varying intercept) made SciPy's normal refuse its singular covariance, and the correction raised LinAlgError."""
+    rng = np.random.default_rng(0)
+    moving = rng.standard_normal((20, 50, 3))
+    stuck = np.broadcast_to(np.array([10.0, 10.0, 10.0]), (20, 50, 3)).copy()
+    stuck[..., 0] += 0.1 * rng.standard_normal((20, 50))  # varies in one coordinate only: a rank-1 covariance
+    labels = separated_modes(np.concatenate([moving, stuck]))
+    assert labels is not None
+    assert len(np.unique(labels[:20])) == 1 and len(np.unique(labels[20:])) == 1 and labels[0, 0] != labels[20, 0]

@@ -1,7 +1,6 @@
 """Stragglers (issue 49): the threshold against its closed form, its false-alarm rate on exact draws, and a planted
 straggler named (the found case: log-density -146 beside a bulk at -87, d = 6)."""
 
-import jax
 import numpy as np
 import pytest
 from scipy import stats

@@ -100,10 +100,14 @@ def _merge_overlapping(x: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 
 def _log_fit_density(x: np.ndarray, fit) -> np.ndarray:
-    """``log N(x; mu, cov)`` at the rows of ``x`` (SciPy's)."""
+    """``log N(x; mu, cov)`` at the rows of ``x`` (SciPy's); a singular fit (a group of chains that barely moved:
+    seen on a centred hierarchy's neck, varying intercept) by its pseudo-inverse, SciPy's ``allow_singular``."""
     from scipy.stats import multivariate_normal
 
-    return np.atleast_1d(multivariate_normal(*fit).logpdf(x))
+    try:
+        return np.atleast_1d(multivariate_normal(*fit).logpdf(x))
+    except np.linalg.LinAlgError:
+        return np.atleast_1d(multivariate_normal(*fit, allow_singular=True).logpdf(x))
 
 
 def separated_modes(chains, per_chain: int | None = None, seed: int = 0):
