@@ -61,3 +61,25 @@ def test_the_correction_with_a_flow_leaves_the_target_invariant(monkeypatch):
     assert np.all(np.abs(z) < Z_BOUND), z
     wrong = _z_scores(_run(monkeypatch, drop_log_det=True)["draws"])
     assert np.max(np.abs(wrong)) > Z_BOUND, wrong  # the same check sees a missing log-determinant (measured: 19.9)
+
+
+@pytest.mark.slow  # two small flow fits (about 1 min): CI's slow pass
+def test_the_flow_is_used_where_it_beats_the_affine_map_and_only_there():
+    """A Gaussian's particles: the affine map is exact, a flow cannot gain 0.1 nats of ELBO, so none is used; a
+    banana's (``x2 - x1^2`` normal): the affine map misses the curve, the flow gains several nats and is used. The
+    ledger counts the refinement's and the comparison's draws."""
+    from steinax.pipeline import FlowTransport
+    from steinax.posteriors.closed_form import banana
+
+    stage = FlowTransport(layers=2, width=16, fit_steps=200, refine_steps=200)
+    with jax.enable_x64(True):
+        gauss = Gaussian(jnp.asarray(MEAN), jnp.asarray(COV))
+        x0 = gauss.sample(jax.random.key(0), 200)
+        plain = stage(gauss, Staged(particles=x0, state=None, learnt={}), jax.random.key(1)).learnt["transport"]
+        bent = banana()
+        y0 = bent.sample(jax.random.key(0), 200)
+        curved = stage(bent, Staged(particles=y0, state=None, learnt={}), jax.random.key(1)).learnt["transport"]
+    assert not plain["used"] and plain["bijection"] is None, plain["reason"]
+    assert curved["used"] and curved["bijection"] is not None, curved["reason"]
+    assert curved["elbo"]["flow"] - curved["elbo"]["affine"] > stage.min_gain
+    assert curved["evaluations"] == stage.refine_steps * stage.draws + 2 * stage.check_draws

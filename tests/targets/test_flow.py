@@ -15,6 +15,7 @@ from steinax.targets import AffineMap, FlowTarget, Gaussian
 flowjax = pytest.importorskip("flowjax")
 
 
+@pytest.mark.slow  # compiles jacfwd through a spline coupling flow (about 20-40 s on 2 cores): CI's slow pass
 def test_log_density_is_the_target_plus_the_jacobians_log_determinant():
     with jax.enable_x64(True):
         flow = random_flow(dtype=jnp.float64)

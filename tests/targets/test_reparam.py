@@ -27,7 +27,8 @@ def test_the_sites_found_are_the_hierarchical_ones():
     assert hierarchical_sites(model, **data) == ()
 
 
-@pytest.mark.parametrize("centred", ["learned", 0.0, 1.0, "mixed"])
+@pytest.mark.parametrize("centred", [pytest.param("learned", marks=pytest.mark.slow),  # an SVI fit (about 20 s)
+                                     0.0, 1.0, "mixed"])
 def test_log_density_is_the_original_after_the_change_of_variables(centred):
     model, data = _model("eight_schools_centered")
     with jax.enable_x64(True):
