@@ -186,6 +186,22 @@ def check_positive(value, name: str) -> None:
         raise ValueError(f"`{name}` must be finite and > 0; received {arr.tolist()!r}")
 
 
+def check_settings(owner: str, obj, *, integers=(), counts=(), positive=()) -> None:
+    """A stage's or method's settings, each refused by name when made: ``integers`` (attribute names) must be integers
+    >= 1, ``counts`` integers >= 0, ``positive`` finite numbers > 0; ``owner`` prefixes the message
+    (``"HMCCorrection: `warmup` must be ..."``)."""
+    for field in integers + counts:
+        value, least = getattr(obj, field), 1 if field in integers else 0
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+            kind = "a positive integer" if least else "a non-negative integer"
+            raise ValueError(f"{owner}: `{field}` must be {kind}; received {value!r}")
+    for field in positive:
+        value = getattr(obj, field)
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not (
+                np.isfinite(value) and value > 0):
+            raise ValueError(f"{owner}: `{field}` must be a finite number > 0; received {value!r}")
+
+
 def check_finite_statistic(value, what: str, scores=None) -> None:
     """Raise ``FloatingPointError`` saying why when a concrete statistic is NaN or inf.
 

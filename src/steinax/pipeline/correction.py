@@ -34,7 +34,7 @@ from particles already in the typical set they need no burn-in to speak of. **De
   the user's ArviZ gives the same number.
 * **Divergences** (:mod:`steinax.pipeline.divergences`): where the chains were when a trajectory diverged, and
   whether those places concentrate in some coordinate, are learnt; the verdict's policy is there.
-* **Separated modes** (:mod:`steinax.pipeline.modes`): where the split R-hat across all chains stays high, the
+* **Separated modes** (:mod:`steinax.pipeline.modes`): where the nested R-hat across all chains stays high, the
   draws are grouped by mode (:func:`~steinax.pipeline.modes.separated_modes`); when each mode's resident chains pass
   the R-hat and ESS rules there (:func:`~steinax.pipeline.modes.within_modes`), the chains have converged within
   modes they leave rarely or never, and the stage stops (``stopped="converged within modes"``). Then, and only
@@ -60,6 +60,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from steinax._validation import check_settings
 from steinax.diagnostics.rhat import neighbour_superchains, rank_nested_rhat
 from steinax.particles.loop.interrupt import interrupt_scope
 from steinax.particles.loop.stages import AbstractStage, Staged, StageInterrupted
@@ -146,10 +147,7 @@ class HMCCorrection(AbstractStage):
 
     def __check_init__(self):
         """Refused when made, not when the correction starts after every earlier stage."""
-        for field in ("warmup", "round_steps", "max_steps", "superchain_size"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"HMCCorrection: `{field}` must be a positive integer; received {value!r}")
+        check_settings("HMCCorrection", self, integers=("warmup", "round_steps", "max_steps", "superchain_size"))
         if self.max_steps < self.round_steps:
             raise ValueError(f"HMCCorrection: `max_steps` ({self.max_steps}) must be at least `round_steps` "
                              f"({self.round_steps}): the chains are checked once per round")
@@ -158,7 +156,7 @@ class HMCCorrection(AbstractStage):
                              f"{self.max_steps!r}")
         rhat = self.rhat
         if isinstance(rhat, bool) or not isinstance(rhat, (int, float)) or not 1.0 < rhat < 2.0:
-            raise ValueError(f"HMCCorrection: `rhat` must be a number in (1, 2) (split R-hat is about 1 for chains that "
+            raise ValueError(f"HMCCorrection: `rhat` must be a number in (1, 2) (R-hat is about 1 for chains that "
                              f"agree, and its rule reads R-hat <= `rhat`); received {rhat!r}")
         ess = self.min_ess
         if isinstance(ess, bool) or not isinstance(ess, (int, float)) or not (np.isfinite(ess) and ess > 0):

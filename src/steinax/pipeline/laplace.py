@@ -53,6 +53,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from steinax._validation import check_settings
 from steinax.particles.loop.stages import AbstractStage, Staged
 from steinax.pipeline.warm_start import PathfinderStart
 from steinax.targets.affine import AffineMap
@@ -169,17 +170,8 @@ class LaplaceStart(AbstractStage):
     fallback: AbstractStage = PathfinderStart()
 
     def __check_init__(self):
-        for field in ("starts", "maxiter"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"LaplaceStart: `{field}` must be a positive integer; received {value!r}")
-        if isinstance(self.wide_starts, bool) or not isinstance(self.wide_starts, (int, np.integer)) \
-                or self.wide_starts < 0:
-            raise ValueError(f"LaplaceStart: `wide_starts` must be a non-negative integer; received {self.wide_starts!r}")
-        for field, low in (("spread", 0.0), ("gtol", 0.0), ("same_mode", 0.0)):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value <= low:
-                raise ValueError(f"LaplaceStart: `{field}` must be a finite number > {low}; received {value!r}")
+        check_settings("LaplaceStart", self, integers=("starts", "maxiter"), counts=("wide_starts",),
+                       positive=("spread", "gtol", "same_mode"))
         if isinstance(self.min_share, bool) or not isinstance(self.min_share, (int, float)) \
                 or not 0.0 <= self.min_share < 1.0:
             raise ValueError(f"LaplaceStart: `min_share` must be in [0, 1); received {self.min_share!r}")

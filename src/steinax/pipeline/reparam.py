@@ -19,6 +19,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from steinax._validation import check_settings
 from steinax.particles.loop.stages import AbstractStage, Staged
 
 __all__ = ["LearnedCentredness"]
@@ -44,13 +45,7 @@ class LearnedCentredness(AbstractStage):
     draws: int = 4
 
     def __check_init__(self):
-        for field in ("steps", "draws"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"LearnedCentredness: `{field}` must be a positive integer; received {value!r}")
-        rate = self.learning_rate
-        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (np.isfinite(rate) and rate > 0):
-            raise ValueError(f"LearnedCentredness: `learning_rate` must be a finite number > 0; received {rate!r}")
+        check_settings("LearnedCentredness", self, integers=("steps", "draws"), positive=("learning_rate",))
 
     @staticmethod
     def applies(target) -> bool:

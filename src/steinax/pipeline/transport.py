@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from steinax._validation import check_settings
 from steinax.particles.loop.interrupt import interrupt_scope
 from steinax.particles.loop.stages import AbstractStage, Staged, StageInterrupted
 from steinax.targets.affine import AffineMap, AffineTarget
@@ -104,16 +105,8 @@ class FlowTransport(AbstractStage):
     affine_from: tuple = ("particles", "warm_start")
 
     def __check_init__(self):
-        for field in ("layers", "knots", "width", "fit_steps", "refine_steps", "draws", "check_draws"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < (
-                    0 if field in ("fit_steps", "refine_steps") else 1):
-                raise ValueError(f"FlowTransport: `{field}` must be a {'non-negative' if 'steps' in field else 'positive'}"
-                                 f" integer; received {value!r}")
-        for field in ("interval", "learning_rate"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (np.isfinite(value) and value > 0):
-                raise ValueError(f"FlowTransport: `{field}` must be a finite number > 0; received {value!r}")
+        check_settings("FlowTransport", self, integers=("layers", "knots", "width", "draws", "check_draws"),
+                       counts=("fit_steps", "refine_steps"), positive=("interval", "learning_rate"))
         if isinstance(self.min_gain, bool) or not isinstance(self.min_gain, (int, float)) or not np.isfinite(
                 self.min_gain):
             raise ValueError(f"FlowTransport: `min_gain` must be a finite number; received {self.min_gain!r}")
