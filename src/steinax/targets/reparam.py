@@ -214,11 +214,13 @@ def reparameterise(model, *model_args, centred=None, rng_key=None, **model_kwarg
     from numpyro import handlers
 
     key = jax.random.key(0) if rng_key is None else rng_key
-    model = model_of(model, model_args, model_kwargs)
+    original = model if isinstance(model, NumPyroTarget) else from_numpyro(model, *model_args, rng_key=key,
+                                                                             **model_kwargs)
+    sites = hierarchical_sites(original)
     if centred is None:
-        centred = learn_centredness(model, rng_key=key)[0]
+        centred = learn_centredness(original, sites=sites, rng_key=key)[0]
     elif isinstance(centred, (int, float)) and not isinstance(centred, bool):
-        centred = {s: float(centred) for s in hierarchical_sites(model)}
+        centred = {s: float(centred) for s in sites}
     if not isinstance(centred, dict):
         raise TypeError(f"`centred` must be None, a number in [0, 1] or a dict site -> centredness; received "
                         f"{type(centred).__name__}")
@@ -226,9 +228,9 @@ def reparameterise(model, *model_args, centred=None, rng_key=None, **model_kwarg
         c = np.asarray(c, np.float64)
         if not np.all((c >= 0.0) & (c <= 1.0)):
             raise ValueError(f"`centred[{site!r}]` must lie in [0, 1]; received {c}")
-    unknown = sorted(set(centred) - set(hierarchical_sites(model)))
+    unknown = sorted(set(centred) - set(sites))
     if unknown:
         raise ValueError(f"`centred` names sites {unknown} that are not hierarchical location-scale sites of the model "
-                         f"(those are {list(hierarchical_sites(model))})")
-    new = handlers.reparam(model, config=_reparam_config(centred))
-    return Reparameterised(from_numpyro(new, rng_key=key), from_numpyro(model, rng_key=key), dict(centred))
+                         f"(those are {list(sites)})")
+    new = handlers.reparam(model_of(original), config=_reparam_config(centred))
+    return Reparameterised(from_numpyro(new, rng_key=key), original, dict(centred))
