@@ -38,3 +38,16 @@ def test_rate_decides_scattered_divergences():
     assert many["rate"] > MAX_DIVERGENCE_RATE and "above" in divergence_problem(many)[0]
     none = where_divergences(np.zeros((0, 2)), draws, 0, 200_000)
     assert divergence_problem(none) == (None, None) and np.isnan(none["quantiles"]).all()
+
+
+def test_thousands_of_places_at_both_ends_are_not_a_concentration():
+    """A hard boundary on both sides (the uniform box): the places' mean quantile is 0.49, significant with 10,000
+    places and meaningless; below ``MIN_SHIFT`` it is not called a concentration, and the rate rule decides."""
+    from steinax.pipeline.divergences import MIN_SHIFT
+
+    rng = np.random.default_rng(3)
+    draws = rng.uniform(-1, 1, (20_000, 2))
+    ends = np.concatenate([draws[draws[:, 0] < -0.98][:5100], draws[draws[:, 0] > 0.98][:4900]])
+    report = where_divergences(ends, draws, 38_000, 60_000)
+    assert abs(report["quantiles"][0] - 0.5) < MIN_SHIFT and report["concentrated"] == []
+    assert "above" in divergence_problem(report)[0]

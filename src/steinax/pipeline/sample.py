@@ -482,7 +482,7 @@ def _verdict(stages: dict, chains, flagged: bool) -> tuple[bool, str]:
                             f"sampling's relative errors {np.round(modes['relative_error'], 3).tolist()}, wanted at most "
                             f"{MAX_MASS_ERROR} each)")
         if c["stopped"] not in ("converged", "converged within modes"):
-            problems.append(f"the correction stopped at its budget ({c['steps']} transitions per chain) with split "
+            problems.append(f"the correction stopped at its budget ({c['steps']} transitions per chain) with "
                             f"nested R-hat {c['rhat']:.3f} and bulk ESS {c['ess_bulk']:.0f} (wanted R-hat <= its `rhat` and "
                             "ESS >= its `min_ess`); raise HMCCorrection(max_steps=...)")
         if c["stragglers"]:
