@@ -34,6 +34,10 @@ def test_sample_reparameterises_a_centred_hierarchy_and_maps_back():
     np.testing.assert_allclose(np.asarray(res.samples["school_effects"]), np.asarray(again), rtol=1e-10)
     assert res.chains.shape[-1] == post.dim and res.particles.shape == (16, post.dim)
     assert "decentred by a learned centredness" in res.message
+    c = res.stages["correction"]  # the rule judged again in the model's own coordinates
+    assert ("user_coordinates" in c) == (c["stopped"] == "converged")
+    if res.ok:
+        assert c["user_coordinates"]["passed"] and c["user_coordinates"]["rhat"] <= 1.01
     tree = res.to_datatree(post.target)
     assert "school_effects" in tree.posterior
 

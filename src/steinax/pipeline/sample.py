@@ -373,6 +373,9 @@ def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
         back = reparameterised.draws_to_original_numpy
         chains = None if chains is None else back(chains)
         particles_out = back(particles_out)
+        if chains is not None and stages["correction"]["stopped"] == "converged":  # the rule in the user's coordinates
+            rhat_user, ess_user, passed = args.corrector.judge(chains, stages["correction"]["superchains"])
+            stages["correction"]["user_coordinates"] = {"rhat": rhat_user, "ess_bulk": ess_user, "passed": passed}
         stage_draws.update({k: back(v) for k, v in stage_draws.items()})
         tgt = args.target
     ok, message = _verdict(stages, chains, flagged[0])
@@ -394,8 +397,8 @@ def reparameterised_clause(learnt: dict | None) -> str:
         return ""
     parts = ", ".join(f"{site} {np.mean(learnt['centred'][site]):.2f}" for site in learnt["sites"])
     return (f"; the stages ran with hierarchical sites decentred by a learned centredness (mean per site, 1 = as "
-            f"written: {parts}), and the draws are mapped back to the model's coordinates (R-hat was judged in the "
-            "learned ones)")
+            f"written: {parts}), and the draws are mapped back to the model's coordinates (the rule was judged in "
+            "both)")
 
 
 def _warm_evaluations(learnt: dict) -> int:
@@ -485,6 +488,10 @@ def _verdict(stages: dict, chains, flagged: bool) -> tuple[bool, str]:
             problems.append(f"the correction stopped at its budget ({c['steps']} transitions per chain) with "
                             f"nested R-hat {c['rhat']:.3f} and bulk ESS {c['ess_bulk']:.0f} (wanted R-hat <= its `rhat` and "
                             "ESS >= its `min_ess`); raise HMCCorrection(max_steps=...)")
+        user = c.get("user_coordinates")
+        if user is not None and not user["passed"]:
+            problems.append(f"in the model's own coordinates the chains miss the rule (nested R-hat {user['rhat']:.3f}, "
+                            f"bulk ESS {user['ess_bulk']:.0f}) that they met in the learned ones")
         if c["stragglers"]:
             problems.append(f"chains {c['stragglers']} stayed far below the bulk's log-density (stragglers: a minor "
                             "mode or a stuck chain)")
