@@ -62,6 +62,7 @@ def barh_figure(path: str, labels, series: dict, xlabel: str, *, colors=None, xs
     ax.set_xlabel(xlabel)
     if len(series) > 1:
         ax.legend(fontsize=7)
+    fig.tight_layout()  # long case labels: else they are cut at the figure's left edge
     save_figure(fig, path)
 
 
