@@ -312,7 +312,7 @@ class HMCCorrection(AbstractStage):
                                    divergent, steps * chains)
         learnt = {"draws": draws_x, "affine": affine, "step_size": float(step_size), "leapfrog_steps": float(leapfrogs),
                   "acceptance": float(np.mean(accept)), "divergences": divergent, "divergence_places": places,
-                  "rhat": rhat, "ess_bulk": ess, "superchains": superchains,
+                  "rhat": rhat, "ess_bulk": ess, "superchains": superchains.tolist(),
                   "steps": steps, "thin": thin, "stopped": stopped, "modes": modes, "weights": weights,
                   "gradient_evaluations": dict(spent), "evaluations": int(sum(spent.values())),
                   "sequential_steps": {"warmup": warm_sequential, "sampling": int(sum(rounds["sequential_steps"]))},

@@ -47,15 +47,16 @@ def where_divergences(places, draws, count: int, transitions: int) -> dict:
         transitions: the run's transitions, all chains.
 
     Returns:
-        ``{"count", "rate" (count / transitions), "quantiles": [d] the places' mean quantile per coordinate (NaN with
-        none), "z": [d] its distance from 1/2 in sds, "concentrated": coordinates beyond the level, worst first}``.
+        ``{"count", "rate" (count / transitions), "quantiles": the places' mean quantile per coordinate (a list of
+        ``d``; NaN with none), "z": its distance from 1/2 in sds (a list), "concentrated": coordinates beyond the
+        level, worst first}``: plain Python values, as everything in ``SampleResult.stages``.
     """
     places = np.asarray(places, np.float64).reshape(-1, np.shape(draws)[-1])
     draws = np.asarray(draws, np.float64)
     d = draws.shape[-1]
     rate = count / max(transitions, 1)
     if places.shape[0] == 0:
-        nan = np.full(d, np.nan)
+        nan = [float("nan")] * d
         return {"count": int(count), "rate": rate, "quantiles": nan, "z": nan, "concentrated": []}
     ordered = np.sort(draws, axis=0)
     q = np.stack([np.searchsorted(ordered[:, j], places[:, j]) for j in range(d)], axis=1) / max(draws.shape[0], 1)
@@ -65,7 +66,7 @@ def where_divergences(places, draws, count: int, transitions: int) -> dict:
 
     bound = float(ndtri(1.0 - _LEVEL / (2 * d)))
     worst = np.argsort(-z)
-    return {"count": int(count), "rate": rate, "quantiles": mean, "z": z,
+    return {"count": int(count), "rate": rate, "quantiles": mean.tolist(), "z": z.tolist(),
             "concentrated": [int(j) for j in worst if z[j] > bound and abs(mean[j] - 0.5) >= MIN_SHIFT]}
 
 

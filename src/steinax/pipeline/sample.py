@@ -374,7 +374,7 @@ def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
         chains = None if chains is None else back(chains)
         particles_out = back(particles_out)
         if chains is not None and stages["correction"]["stopped"] == "converged":  # the rule in the user's coordinates
-            rhat_user, ess_user, passed = args.corrector.judge(chains, stages["correction"]["superchains"])
+            rhat_user, ess_user, passed = args.corrector.judge(chains, np.asarray(stages["correction"]["superchains"]))
             stages["correction"]["user_coordinates"] = {"rhat": rhat_user, "ess_bulk": ess_user, "passed": passed}
         stage_draws.update({k: back(v) for k, v in stage_draws.items()})
         tgt = args.target
