@@ -55,3 +55,31 @@ def test_the_stage_skips_what_it_cannot_read_and_refuses_bad_settings():
             LearnedCentredness(**bad)
     with pytest.raises(TypeError, match="`reparam` must be True, False or a reparam stage"):
         steinax.sample(lambda x: -0.5 * (x**2).sum(), rng_key=jax.random.key(0), num_particles=4, reparam="yes")
+
+
+@pytest.mark.slow  # a learning and a warm start (about 20 s): CI's slow pass
+def test_ctrl_c_after_a_reparameterisation_hands_back_the_models_own_coordinates():
+    """Ctrl-C as the warm start ends: ``err.result``'s draws are the latest points the ledger holds, the starting
+    points, which went through the learned coordinates and back (was: once a reparameterisation was in place the
+    ledger mapped the untouched starting points "back" a second time)."""
+    import os
+    import signal
+
+    from steinax.pipeline import LaplaceStart, SampleInterrupted
+
+    class PressedAfter(LaplaceStart):
+        def apply(self, target, start, rng_key):
+            out = super().apply(target, start, rng_key)
+            os.kill(os.getpid(), signal.SIGINT)  # the user's Ctrl-C, seen by sample's scope between stages
+            return out
+
+    with jax.enable_x64(True):
+        post = sp.get("eight_schools_centered")
+        with pytest.raises(SampleInterrupted) as info:
+            steinax.sample(post.target, rng_key=jax.random.key(0), num_particles=32, progress=False,
+                           warm_start=PressedAfter(), reparam=LearnedCentredness(steps=300))
+    result = info.value.result
+    assert info.value.stage == "warm_start" and not result.ok and "reparam" in result.stages
+    with jax.enable_x64(True):
+        init = post.target.init_particles(jax.random.fold_in(jax.random.key(0), 0), 32)  # sample's own start
+    np.testing.assert_allclose(result.draws, np.asarray(init), rtol=1e-10, atol=1e-10)

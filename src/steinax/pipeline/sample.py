@@ -191,6 +191,7 @@ class _Ledger:
         back = self.back or (lambda a: a)
         self.points, self.chains = back(self.points), None if self.chains is None else back(self.chains)
         self.particles = None if self.particles is None else back(self.particles)
+        self.stage_draws.update({k: back(v) for k, v in self.stage_draws.items()})
         self.back = None
         d = self.points.shape[1]
         draws = self.chains.reshape(-1, d) if self.chains is not None else self.points
@@ -294,7 +295,8 @@ def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
         reparameterised = learnt["reparameterised"]
         if reparameterised is not None:
             tgt = reparameterised.target
-            ledger.back = reparameterised.draws_to_original_numpy
+            ledger.back = reparameterised.draws_to_original_numpy  # every later point is in the learned coordinates
+            ledger.points = np.asarray(stage.particles)
 
     if args.warm_start is not None:
         stage = ledger.run("warm_start", lambda: args.warm_start(tgt, stage, key_warm))
