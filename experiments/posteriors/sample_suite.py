@@ -1,18 +1,22 @@
-"""``steinax.sample`` with its defaults on every suite posterior, each stage scored, beside NumPyro NUTS (issue 49).
+"""``steinax.sample`` with its defaults on every suite posterior, each stage scored, beside NumPyro NUTS (as written and
+after its usual fixes) and nutpie (issues 49 and 57).
 
-    python experiments/posteriors/sample_suite.py [--posteriors NAME ...] [--seeds 5] [--nuts-seeds 5] [--out DIR]
+    python experiments/posteriors/sample_suite.py [--posteriors NAME ...] [--seeds 5] [--nuts-seeds 5]
+        [--peers nuts nuts_fixed nutpie [nutpie_flow]] [--out DIR]
 
 For each posterior and seed: ``steinax.sample(target, rng_key=key(seed), num_particles=100)`` in float64 (rows
-``sample:warm_start`` (Pathfinder's draws alone), ``sample:particles`` (with the particle method, no correction) and
-``sample:sample`` (the answer)), and NumPyro NUTS, 4 chains, 1000 warm-up, then 1000-draw blocks until the minimum
-bulk ESS is 1000 (row ``nuts``), one after the other in a fresh process per posterior and seed (so every run
-compiles, as a user's script does). Every row: worst |mean error| and median
-and minimum sd ratio against the reference, cumulative gradient evaluations and wall seconds (compilation included). Rows are appended to
-``DIR/results.csv`` as they finish (a rerun skips done rows); ``DIR/summary.md`` is the table of the issue: per
-posterior, the mean over seeds of each stage's scores, whether NUTS's reference is clean (R-hat <= 1.01, no
-divergences), the goal (worst error <= 0.2, median sd ratio in [0.9, 1.1], minimum >= 0.7 on every seed), the
-median wall time against NUTS's, and how the runs that miss [0.5 sd error, sd ratio in [0.8, 1.25]] were flagged.
-"""
+``sample:warm_start`` (the warm start's draws alone), ``sample:particles`` (with the particle method, no correction)
+and ``sample:sample`` (the answer)), and the peers (:data:`PEERS`): NumPyro NUTS, 4 chains, 1000 warm-up, then
+1000-draw blocks until the minimum bulk ESS is 1000 (row ``nuts``); the same after its usual fixes, hierarchical
+sites non-centred and target acceptance 0.95 (``nuts_fixed``); nutpie, 4 chains, 1000 warm-up and 1000 draws each
+(``nutpie``), and with its flow adaptation (``nutpie_flow``, opt-in: it trains a flow per run). Each (posterior,
+seed) runs in a fresh process, so every run compiles, as a user's script does. Every row: worst |mean error|, median,
+minimum and maximum sd ratio against the reference, gradient evaluations and wall seconds (compilation included).
+Rows are appended to ``DIR/results.csv`` as they finish (a rerun skips done rows); ``DIR/summary.md`` is the table
+of the issue: per posterior, the mean over seeds of each stage's and peer's scores, whether the reference is clean
+(R-hat <= 1.01, no divergences), the goal (worst error <= 0.2, median sd ratio in [0.9, 1.1], minimum >= 0.7 on
+every seed), the right answers called not ok (false alarms) and the runs called ok that miss the goal (silent
+failures)."""
 
 import argparse
 import collections
@@ -25,22 +29,27 @@ import numpy as np
 
 from steinax._io import append_row, atomic_write_text, check_output, read_rows
 from steinax.posteriors import NAMES, get
-from steinax.posteriors.sampling import nuts_row, sample_rows
+from steinax.posteriors.sampling import nuts_fixed_row, nuts_row, nutpie_row, sample_rows
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _common import banner, pyplot, save_figure  # noqa: E402
 
 FIELDS = ("posterior", "d", "method", "seed", "n", "gradient_evaluations", "wall_s", "mean_error_max",
-          "mean_error_median", "sd_ratio_median", "sd_ratio_min", "sinkhorn", "ok", "message", "correction_steps",
+          "mean_error_median", "sd_ratio_median", "sd_ratio_min", "sd_ratio_max", "sinkhorn", "ok", "message", "correction_steps",
           "rhat", "ess_bulk", "divergences", "draws_per_chain")
 KEY = ("posterior", "method", "seed")
+PEERS = ("nuts", "nuts_fixed", "nutpie", "nutpie_flow")
+"""The peers' rows: NumPyro NUTS as written and after its usual fixes (non-centred hierarchies, target acceptance
+0.95), nutpie, and nutpie with its normalizing-flow adaptation."""
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--posteriors", nargs="+", default=list(NAMES), choices=list(NAMES))
     p.add_argument("--seeds", type=int, default=5)
-    p.add_argument("--nuts-seeds", type=int, default=None, help="NUTS runs per posterior (default: --seeds)")
+    p.add_argument("--nuts-seeds", type=int, default=None, help="runs per posterior of each peer (default: --seeds)")
+    p.add_argument("--peers", nargs="*", default=["nuts", "nuts_fixed", "nutpie"], choices=list(PEERS),
+                   help="the peers' rows (nutpie_flow trains a flow per run: minutes on a CPU)")
     p.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "sample_suite"))
     p.add_argument("--nuts-min-ess", type=float, default=1000.0, help="NUTS runs until this minimum bulk ESS")
     p.add_argument("--nuts-warmup", type=int, default=1000)
@@ -63,13 +72,14 @@ def main(argv=None):
     done = {tuple(r[k] for k in KEY) for r in read_rows(path)}
     for name in ([] if a.summary_only else a.posteriors):
         for seed in range(max(a.seeds, nuts_seeds)):
-            methods = (["sample:sample"] if seed < a.seeds else []) + (["nuts"] if seed < nuts_seeds else [])
+            methods = (["sample:sample"] if seed < a.seeds else []) + (list(a.peers) if seed < nuts_seeds else [])
             if all((name, m, str(seed)) in done for m in methods):
                 continue
             if not a.in_process:  # a fresh process per (posterior, seed): every run compiles, as a user's script does,
                 # and XLA's compiled code does not pile up (one process of many runs ran out of memory maps)
                 subprocess.run([sys.executable, os.path.abspath(__file__), "--in-process", "--posteriors", name,
                                 "--seeds", str(a.seeds), "--nuts-seeds", str(nuts_seeds), "--only-seed", str(seed),
+                                "--peers", *a.peers,
                                 "--nuts-min-ess", str(a.nuts_min_ess), "--nuts-warmup", str(a.nuts_warmup),
                                 "--out", a.out], check=False)
                 continue
@@ -131,8 +141,13 @@ def run_seed(name: str, seed: int, methods, done, path, nuts_min_ess: float = 10
         if (name, method, str(seed)) in done:
             continue
         with jax.enable_x64(True):  # scoped: the caller's precision is left as it was
-            rows = (sample_rows(name, seed) if method == "sample:sample"
-                    else [nuts_row(name, seed, min_ess=nuts_min_ess, warmup=nuts_warmup)])
+            if method == "sample:sample":
+                rows = sample_rows(name, seed)
+            elif method in ("nuts", "nuts_fixed"):
+                row = nuts_row if method == "nuts" else nuts_fixed_row
+                rows = [row(name, seed, min_ess=nuts_min_ess, warmup=nuts_warmup)]
+            else:
+                rows = [nutpie_row(name, seed, flow=method == "nutpie_flow", tune=nuts_warmup)]
         for row in rows:
             append_row(path, row, FIELDS, KEY)
             print(f"{name:26s} {row['method']:20s} seed {seed}: err {row['mean_error_max']:.3f} sd, sd ratio "
@@ -146,49 +161,72 @@ def _clean(name: str) -> bool:
     return meta.get("source") != "nuts" or (meta["max_rhat"] <= 1.01 and meta["divergences"] == 0)
 
 
+def right(r) -> bool:
+    """Issue 57's right answer: worst |mean error| <= 0.1 sd and every sd ratio within [0.95, 1.05] (rows without
+    the largest ratio, from before it was recorded, are judged by the median and the minimum)."""
+    top = r.get("sd_ratio_max") or r["sd_ratio_median"]
+    return float(r["mean_error_max"]) <= 0.1 and float(r["sd_ratio_min"]) >= 0.95 and float(top) <= 1.05
+
+
+def meets_goal(r) -> bool:
+    """The accuracy goal on one run: worst error <= 0.2 sd, median sd ratio in [0.9, 1.1], minimum >= 0.7."""
+    return (float(r["mean_error_max"]) <= 0.2 and 0.9 <= float(r["sd_ratio_median"]) <= 1.1
+            and float(r["sd_ratio_min"]) >= 0.7)
+
+
 def summary(rows) -> str:
     groups = collections.defaultdict(list)
     for r in rows:
         groups[(r["posterior"], r["method"])].append(r)
     f = lambda g, k: [float(r[k]) for r in g if r.get(k) not in ("", None)]  # noqa: E731
+    peers = [m for m in PEERS if any(r["method"] == m for r in rows)]
     lines = ["Cells: worst |mean error| (sds, mean over seeds); median sd ratio (mean); minimum sd ratio (min over "
-             "seeds); gradient evaluations (median). Goal: worst error <= 0.2, median sd ratio in [0.9, 1.1], minimum "
-             ">= 0.7 on every seed. Wall: median seconds over seeds (seed 0's), "
-             "compilation included (each run in a fresh process).", "",
-             "| posterior | d | clean ref | warm start | particles | sample | ok | goal | sample s (seed 0) | NUTS s (seed 0) | NUTS |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    met = wall_ok = counted = 0
-    missed_flagged, missed = 0, 0
+             "seeds, steinax.sample only); gradient evaluations (median); wall seconds (median over seeds, "
+             "compilation included, each run in a fresh process). Goal: worst error <= 0.2, median sd ratio in "
+             "[0.9, 1.1], minimum >= 0.7 on every seed. 'right, not ok': runs within 0.1 sd and sd ratios within "
+             "[0.95, 1.05] that ok calls not ok; 'ok, wrong': runs ok calls ok that miss the goal.", "",
+             "| posterior | d | clean ref | warm start | particles | sample | ok | goal | right, not ok | ok, wrong | "
+             + " | ".join(peers) + " |",
+             "|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(peers)]
+    met = counted = cheaper = 0
+    false_alarms = silent = runs = right_runs = 0
     for name in dict.fromkeys(r["posterior"] for r in rows):
         cells = []
         for stage in ("sample:warm_start", "sample:particles", "sample:sample"):
             g = groups.get((name, stage), [])
             cells.append(f"{np.mean(f(g, 'mean_error_max')):.2f}; {np.mean(f(g, 'sd_ratio_median')):.2f}; "
-                         f"{np.min(f(g, 'sd_ratio_min')):.2f}; {np.median(f(g, 'gradient_evaluations')):.3g}" if g else "")
+                         f"{np.min(f(g, 'sd_ratio_min')):.2f}; {np.median(f(g, 'gradient_evaluations')):.3g}"
+                         + (f"; {np.median(f(g, 'wall_s')):.0f} s" if stage == "sample:sample" else "") if g else "")
         g = groups.get((name, "sample:sample"), [])
-        nuts = groups.get((name, "nuts"), [])
-        goal = bool(g) and all(float(r["mean_error_max"]) <= 0.2 and 0.9 <= float(r["sd_ratio_median"]) <= 1.1
-                               and float(r["sd_ratio_min"]) >= 0.7 for r in g)
+        goal = bool(g) and all(meets_goal(r) for r in g)
+        alarms = sum(right(r) and str(r["ok"]) != "True" for r in g)
+        wrong_ok = sum(str(r["ok"]) == "True" and not meets_goal(r) for r in g)
+        runs += len(g)
+        right_runs += sum(right(r) for r in g)
+        false_alarms += alarms
+        silent += wrong_ok
         clean = _clean(name)
-        for r in g:
-            bad = (float(r["mean_error_max"]) > 0.5 or not 0.8 <= float(r["sd_ratio_median"]) <= 1.25)
-            missed += bad
-            missed_flagged += bad and str(r["ok"]) == "False"
-        ws, wn = (np.median(f(g, "wall_s")) if g else np.nan), (np.median(f(nuts, "wall_s")) if nuts else np.nan)
+        best_peer = min((np.median(f(groups[(name, m)], "gradient_evaluations")) for m in ("nuts", "nuts_fixed")
+                         if groups.get((name, m))), default=np.nan)
         if clean and g:
             counted += 1
             met += goal
-            wall_ok += ws <= wn
+            cheaper += goal and np.median(f(g, "gradient_evaluations")) <= best_peer
         oks = sum(str(r["ok"]) == "True" for r in g)
-        cold = lambda rs: next((float(r["wall_s"]) for r in rs if str(r["seed"]) == "0"), np.nan)  # noqa: E731
-        nuts_cell = (f"{np.mean(f(nuts, 'mean_error_max')):.2f}; {np.mean(f(nuts, 'sd_ratio_median')):.2f}; "
-                     f"{np.median(f(nuts, 'gradient_evaluations')):.3g}" if nuts else "")
+        peer_cells = []
+        for m in peers:
+            pg = groups.get((name, m), [])
+            peer_cells.append(f"{np.mean(f(pg, 'mean_error_max')):.2f}; {np.mean(f(pg, 'sd_ratio_median')):.2f}; "
+                              f"{np.median(f(pg, 'gradient_evaluations')):.3g}; {np.median(f(pg, 'wall_s')):.0f} s"
+                              + (f" ({len(pg)})" if len(pg) != len(g) else "") if pg else "")
         lines.append(f"| {name} | {g[0]['d'] if g else ''} | {'yes' if clean else 'no'} | " + " | ".join(cells)
-                     + f" | {oks}/{len(g)} | {'met' if goal else 'not met'} | {ws:.1f} ({cold(g):.1f}) | {wn:.1f} ({cold(nuts):.1f})"
-                     f" | {nuts_cell} |")
-    lines += ["", f"Goal met on {met} of {counted} posteriors with a clean reference; wall time at most NUTS's on "
-              f"{wall_ok} of {counted}. Runs outside [0.5 sd, sd ratio 0.8-1.25]: {missed}, flagged (ok=False): "
-              f"{missed_flagged}."]
+                     + f" | {oks}/{len(g)} | {'met' if goal else 'not met'} | {alarms} | {wrong_ok} | "
+                     + " | ".join(peer_cells) + " |")
+    lines += ["", f"Goal met on {met} of {counted} posteriors with a clean reference, with at most the gradient "
+              f"evaluations of the cheaper NUTS (as written or fixed) on {cheaper}. Right answers called not ok: "
+              f"{false_alarms} of {right_runs} right runs ({false_alarms / max(runs, 1):.1%} of all {runs} runs); "
+              f"runs called ok that miss the goal: {silent}. A peer cell's count in parentheses is its number of "
+              "seeds where it differs from steinax.sample's."]
     return "\n".join(lines) + "\n"
 
 

@@ -1,9 +1,10 @@
 """Posteriors with ground truth: a suite to tell whether a sampler got the posterior right.
 
-Twenty-five posteriors of distinct kinds: fourteen (hierarchical, regression, sparse, time series,
+Thirty-two posteriors of distinct kinds: fourteen (hierarchical, regression, sparse, time series,
 item response, GP latent, funnel, banana, a separated mixture, an ill-conditioned
 Gaussian; :data:`FIRST_FOURTEEN`) and eleven on real data in their own units, written as users
-write them (:data:`REAL_DATA_NAMES`, :mod:`steinax.posteriors.real_data`), each with reference
+write them (:data:`REAL_DATA_NAMES`, :mod:`steinax.posteriors.real_data`), and seven hard ones, centred
+hierarchies and latent GPs with hyperparameters on real data (:data:`HARD_NAMES`, :mod:`steinax.posteriors.hard`), each with reference
 moments and reference draws in its unconstrained space. References come from long NUTS runs made by ``experiments/posteriors/make_references.py``
 (R-hat, ESS and divergences stored beside them) or from closed forms and exact draws.
 
@@ -29,9 +30,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from steinax.posteriors import closed_form
+from steinax.posteriors.hard import HARD
 from steinax.posteriors.real_data import REAL_DATA
 
-__all__ = ["Posterior", "Reference", "NAMES", "FIRST_FOURTEEN", "REAL_DATA_NAMES", "get", "reference_path"]
+__all__ = ["Posterior", "Reference", "NAMES", "FIRST_FOURTEEN", "REAL_DATA_NAMES", "HARD_NAMES", "get",
+           "reference_path"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,8 +106,10 @@ FIRST_FOURTEEN = tuple(NUMPYRO_KINDS) + tuple(CLOSED_FORM)
 """The suite as it stood before issue 49 (mostly standardised or synthetic data)."""
 REAL_DATA_NAMES = tuple(REAL_DATA)
 """Real-data posteriors written as users write them (:mod:`steinax.posteriors.real_data`, issue 49)."""
-NUMPYRO_KINDS.update({name: kind for name, (_, _, kind) in REAL_DATA.items()})
-NAMES = FIRST_FOURTEEN + REAL_DATA_NAMES
+HARD_NAMES = tuple(HARD)
+"""Hard real-data posteriors: centred hierarchies and latent GPs (:mod:`steinax.posteriors.hard`, issue 57)."""
+NUMPYRO_KINDS.update({name: kind for name, (_, _, kind) in (REAL_DATA | HARD).items()})
+NAMES = FIRST_FOURTEEN + REAL_DATA_NAMES + HARD_NAMES
 
 
 def get(name: str) -> Posterior:

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from steinax import datasets
+from steinax.posteriors.hard import HARD
 from steinax.posteriors.real_data import REAL_DATA
 
 __all__ = ["MODELS", "data_for"]
@@ -226,7 +227,7 @@ MODELS = {
     "gp_classification": (gp_classification, _gp_data),
 }
 """name -> (NumPyro model, a function returning its data as keyword arguments)."""
-MODELS.update({name: (model, data) for name, (model, data, _) in REAL_DATA.items()})
+MODELS.update({name: (model, data) for name, (model, data, _) in (REAL_DATA | HARD).items()})
 
 
 @functools.lru_cache(maxsize=None)
