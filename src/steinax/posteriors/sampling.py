@@ -83,12 +83,16 @@ def nuts_row(name: str, seed: int, min_ess: float = 1000.0, warmup: int = 1000, 
 
 
 def nuts_fixed_row(name: str, seed: int, min_ess: float = 1000.0, warmup: int = 1000, block: int = 1000,
-                   max_samples: int = 20_000, target_accept: float = 0.95) -> dict:
+                   max_samples: int = 20_000, target_accept: float | None = None) -> dict:
     """NumPyro NUTS after a practitioner's usual fixes (issue 57's "NUTS after its usual fixes"), otherwise as
     :func:`nuts_row`: every hierarchical location-scale site non-centred (:func:`steinax.targets.reparam.reparameterise`
     with ``centred=0``, on NumPyro posteriors that have such sites; the coal GP whitened; the draws mapped back to the
-    posterior's coordinates: :func:`steinax.posteriors.reference.fixed_target`) and the step size adapted to a mean acceptance of ``target_accept`` (0.95; NumPyro's default 0.8).
-    The row's ``message`` names the fixes applied."""
+    posterior's coordinates: :func:`steinax.posteriors.reference.fixed_target`) and the step size adapted to a mean
+    acceptance of ``target_accept`` (default: the reference's, :data:`steinax.posteriors.reference.TARGET_ACCEPT`, and
+    at least 0.95; NumPyro's default is 0.8). The row's ``message`` names the fixes applied."""
+    from steinax.posteriors.reference import TARGET_ACCEPT
+
+    target_accept = max(0.95, TARGET_ACCEPT.get(name, 0.0)) if target_accept is None else target_accept
     return _nuts_row(name, seed, "nuts_fixed", fixed=True, min_ess=min_ess, warmup=warmup, block=block,
                      max_samples=max_samples, target_accept=target_accept)
 
