@@ -198,7 +198,8 @@ def coal_lgcp(years, counts, noncentred: bool = False):
     ``counts_t ~ Poisson(exp(f_t))``, ``f ~ MVN(mu, K)`` with ``K = alpha^2 exp(-|t - t'|^2 / 2 l^2) + 1e-6 I`` over
     the bins' midpoints (years), ``mu ~ N(0, 2)``, ``alpha ~ HalfNormal(2)``, ``l ~ InverseGamma(3, 30)`` (years). Written centred, as
     a user first writes it; ``noncentred=True`` is the same posterior whitened (``f = mu + chol(K) z``, ``z`` standard
-    normal, ``f`` deterministic), the fix the reference uses."""
+    normal, ``f`` deterministic), the fix the reference uses. Needs float64: with the jitter 1e-6 the covariance of
+    a long length-scale is not positive definite in float32 (NumPyro refuses it)."""
     numpyro, dist = _np()
     mu = numpyro.sample("mu", dist.Normal(0.0, 2.0))
     alpha = numpyro.sample("alpha", dist.HalfNormal(2.0))
