@@ -131,7 +131,7 @@ def make_reference(name: str, *, chains: int = 4, warmup: int = 2000, samples: i
         "max_mcse_over_sd": float(1.0 / np.sqrt(max(float(np.min(ess)), 1.0))),  # MCSE of a mean = sd / sqrt(ESS)
         "kept_draws": f"every {stride}th of the {flat.shape[0]} draws, chains interleaved",
     }
-    if fixes:
+    if back is not None:
         meta["made_from"] = f"the same posterior {fixes}, draws mapped back"
     if source != name:
         meta["made_from"] = f"{source} (same posterior), mapped by theta = mu + exp(log_tau) z"
