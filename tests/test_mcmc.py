@@ -134,3 +134,5 @@ def test_nutpie_samples_a_gaussian_in_the_callers_precision():
     assert np.all(np.abs(draws.reshape(-1, 3).mean(0) - mu) < 5 * sd / np.sqrt(200))
     with pytest.raises(ValueError, match="initial_positions"):
         nutpie(logdensity, np.zeros(3))
+    with pytest.raises(ValueError, match="`tune`"):
+        nutpie(logdensity, np.zeros((2, 3)), tune=0)

@@ -11,10 +11,14 @@ Requires ``nutpie`` (``steinax[bench]``; its flow adaptation also ``flowjax``).
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import jax
 import numpy as np
+
+from steinax._validation import check_particles
+from steinax.targets.base import as_target, check_target
 
 __all__ = ["nutpie"]
 
@@ -40,10 +44,14 @@ def nutpie(target, initial_positions, *, tune: int = 1000, draws: int = 1000, se
     import nutpie as _nutpie
     from nutpie.compiled_pyfunc import from_pyfunc
 
-    logdensity = getattr(target, "logdensity", target)
-    x0 = np.asarray(initial_positions, np.float64)
-    if x0.ndim != 2:
-        raise ValueError(f"`initial_positions` must be [chains, d]; received shape {x0.shape}")
+    target = as_target(target)  # the same checks as steinax.baselines.mcmc.nuts: the target, its starts, the counts
+    x0 = check_particles(initial_positions, "initial_positions")
+    for name, value in (("tune", tune), ("draws", draws)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"`{name}` must be a positive integer; received {value!r}")
+    check_target(target, jax.random.key(seed), x0)
+    logdensity = target.logdensity
+    x0 = np.asarray(x0, np.float64)
     chains, d = x0.shape
     value_and_grad = jax.jit(jax.value_and_grad(logdensity))
     x64 = bool(jax.config.jax_enable_x64)  # nutpie calls back from its own threads, where a scoped
@@ -59,7 +67,7 @@ def nutpie(target, initial_positions, *, tune: int = 1000, draws: int = 1000, se
     def make_expand(seed1, seed2, chain):
         return lambda x: {"x": np.asarray(x, np.float64)}
 
-    starts = iter(range(10**9))
+    starts = itertools.count()
     model = from_pyfunc(d, make_logp, make_expand, [np.dtype("float64")], [(d,)], ["x"],
                         # nutpie asks for one point per chain, in order; a chain that restarts its initialisation
                         # takes the next row (cyclically)
