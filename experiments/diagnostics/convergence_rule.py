@@ -3,10 +3,12 @@ not converged (a false alarm), and a wrong one converged (a silent failure), at 
 
     python experiments/diagnostics/convergence_rule.py [--reps 100] [--d 10] [--chains 16 100 256] [--out DIR]
 
-The rule is :meth:`steinax.pipeline.HMCCorrection.judge` as the correction applies it: after every round of
-``round_steps`` draws per chain, the worst coordinate's rank-normalised nested R-hat over neighbour superchains of
-16 (grouped by the chains' starting points, :meth:`~steinax.pipeline.HMCCorrection.superchains_of`) at most 1.01 and
-bulk ESS at least 400; the run stops at the first round that passes, or calls itself not converged at ``max_steps``.
+The rule is :meth:`steinax.pipeline.HMCCorrection.judge` as the correction applies it, on the correction's schedule
+(after ``round_steps`` draws per chain, then where :meth:`~steinax.pipeline.HMCCorrection.next_check` puts the next
+check: where the ESS is projected to reach its target, else half as many draws again): the worst coordinate's
+rank-normalised nested R-hat over neighbour superchains of 16 (grouped by the chains' starting points,
+:meth:`~steinax.pipeline.HMCCorrection.superchains_of`) at most 1.01 and bulk ESS at least 400; the run stops at the
+first check that passes, or calls itself not converged at ``max_steps``.
 The chains are AR(1) processes with N(0, 1) marginals in ``d`` coordinates (a mixing chain's autocorrelation
 ``rho``), in three scenarios:
 
@@ -69,10 +71,10 @@ def run(rng, rule, scenario, c, d, rho):
     groups = rule.superchains_of(starts)
     n = rule.round_steps
     while True:
-        passed = rule.judge(x[:, :n], groups)[2]
+        rhat, ess, passed = rule.judge(x[:, :n], groups)
         if passed or n >= rule.max_steps:
             return passed, classify(x[:, :n]), n
-        n += rule.round_steps
+        n = rule.next_check(n, rhat, ess)
 
 
 def main(argv=None):
@@ -91,7 +93,8 @@ def main(argv=None):
     banner("steinax.sample's convergence rule on AR(1) chains", {
         "reps": a.reps, "d": a.d, "rho": a.rho, "chains": a.chains, "scenarios": a.scenarios,
         "rule": f"rank nested R-hat <= {rule.rhat} over neighbour superchains of {rule.superchain_size}, bulk ESS >= "
-                f"{rule.min_ess:g}, checked every {rule.round_steps} draws up to {rule.max_steps}",
+                f"{rule.min_ess:g}, checked after {rule.round_steps} draws, then where HMCCorrection.next_check puts it, "
+                f"up to {rule.max_steps}",
         "right": "means within 0.1 sd, sds within 5%", "wrong": "a mean off by > 0.2 sd or an sd by > 25%"})
     rng = np.random.default_rng(0)
     rows = []

@@ -11,6 +11,7 @@ _aliases.install()  # old module paths of moved modules (steinax._aliases.ALIASE
 from steinax import datasets, diagnostics, kernels, metrics, models, stein, targets
 from steinax import gp, unfold
 from steinax.runtime import sharding
+from steinax.runtime.compilation_cache import enable_compilation_cache, enable_from_environment
 from steinax.kernels import IMQ, RBF
 from steinax.particles import (
     ConvergenceWarning,
@@ -42,12 +43,15 @@ from steinax.pipeline import SampleInterrupted, SampleResult, sample
 
 __version__ = "0.1.0"
 
+enable_from_environment()  # STEINAX_COMPILATION_CACHE set: JAX's persistent cache there (opt-in)
+
 __all__ = [
     "ConvergenceWarning",
     "run_until_converged",
     "sampling_algorithm",
     "datasets",
     "sharding",
+    "enable_compilation_cache",
     "diagnostics",
     "kernels",
     "models",

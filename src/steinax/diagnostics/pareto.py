@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["FINITE_VARIANCE_K", "pareto_khat", "khat_threshold"]
+__all__ = ["FINITE_VARIANCE_K", "pareto_khat", "khat_threshold", "importance_khat"]
 
 FINITE_VARIANCE_K = 0.5
 """The tail index below which a function's draws have a finite variance (a mean with a CLT)."""
@@ -103,3 +103,27 @@ def pareto_khat(values, *, tail: str = "both", r_eff: float = 1.0) -> np.ndarray
             ks.append(_gpd_shape(exceed) if np.count_nonzero(exceed) >= 5 else np.nan)
         out[j] = np.nan if np.any(np.isnan(ks)) else max(ks)
     return out[0] if v.ndim == 1 else out
+
+
+def importance_khat(log_ratios) -> float:
+    """The Pareto ``k``-hat of importance weights ``w = exp(log_ratios)`` (``log p - log q`` at draws of a proposal
+    ``q``, any additive constant): the right tail of the weights themselves, not of their logarithms (a log-weight
+    has an exponential tail whenever the weight has a Pareto one, so ``k`` fitted to log-weights is near 0 for any
+    proposal). Vehtari et al. (2024), sec. 3: below :func:`khat_threshold` of the draws the proposal serves as an
+    importance sampler. ``inf`` where a ratio is not finite (a draw where the target has no mass, or a NaN), ``nan``
+    where fewer than 20 draws are given.
+
+    Example:
+        >>> import numpy as np
+        >>> x = np.random.default_rng(0).standard_normal(4000)   # q = N(0, 1)
+        >>> good = -0.5 * (x / 1.1) ** 2 + 0.5 * x**2            # p = N(0, 1.1^2): q is wider-tailed enough
+        >>> bad = -0.5 * (x / 2.0) ** 2 + 0.5 * x**2             # p = N(0, 2^2): w's tail has k = 3/4
+        >>> bool(importance_khat(good) < 0.3), bool(importance_khat(bad) > 0.6)
+        (True, True)
+    """
+    r = np.asarray(log_ratios, np.float64).reshape(-1)
+    if r.size < 20:
+        return float("nan")
+    if not np.all(np.isfinite(r)):
+        return float("inf")
+    return float(pareto_khat(np.exp(r - np.max(r)), tail="right"))

@@ -12,7 +12,7 @@ anything. What it checks, beyond each stage's own settings (refused when the sta
 * ``rng_key``: one JAX key;
 * ``init``: ``[n, d]`` float32 or float64, finite, ``d`` the target's; ``num_particles``, when also given, must be
   ``n``;
-* the stages' switches: ``warm_start``, ``particles`` (a bool), ``correction``, ``corrector`` (a correction stage),
+* the stages' switches: ``warm_start``, ``particles`` (``"auto"`` or a bool), ``correction``, ``corrector`` (a correction stage),
   ``method`` (a particle method), ``progress``; a combination that does nothing (no warm start, no particles, no
   correction: the starting points handed back as the answer) is refused;
 * the correction's rule against the chains it will have: ``min_ess`` no more than the draws ``max_steps`` allows.
@@ -47,17 +47,11 @@ LARGE_PARTICLES = 20_000
 
 class SampleArguments:
     """The checked arguments: ``target`` (a steinax target), ``init`` (``[n, d]``), ``logdensity`` (``[n]`` at
-    ``init``), ``warm_start`` (a stage or ``None``), ``particles`` (bool), ``correction``, ``corrector``, ``method``,
+    ``init``), ``warm_start`` (a stage or ``None``), ``particles`` (``"auto"`` or a bool), ``correction``, ``corrector``, ``method``,
     ``progress``, ``transport`` and ``reparam`` (each a stage or ``None``)."""
 
     def __init__(self, **kwargs):
         self.__dict__.update(kwargs)
-
-
-def _bool(value, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"`{name}` must be True or False; received {value!r}")
-    return bool(value)
 
 
 def _warm_stage(warm_start):
@@ -140,7 +134,8 @@ def check_sample_arguments(target, *, rng_key, num_particles, init, method, warm
     if correction not in CORRECTIONS:
         raise ValueError(f"`correction` must be one of {CORRECTIONS}; received {correction!r}")
     warm = _warm_stage(warm_start)
-    particles = _bool(particles, "particles")
+    if not (particles is True or particles is False or particles == "auto"):
+        raise ValueError(f"`particles` must be 'auto', True or False; received {particles!r}")
     corrector = _corrector(corrector)
     transport = _transport_stage(transport)
     reparam = _reparam_stage(reparam)

@@ -19,9 +19,12 @@ from particles already in the typical set they need no burn-in to speak of. **De
 * **Step size and trajectory length**: ChEES's adaptation across the ensemble (every chain at once: the ensemble's
   acceptance rate, target 0.651, and the change in the estimator of the expected square), with Adam at 0.025 on their
   logarithms (the ChEES paper's setting), from step size 0.5 in whitened units, then each window's last.
-* **How long**: rounds of ``round_steps`` transitions until the R-hat across the chains is at most ``rhat`` and the
-  bulk ESS of every coordinate at least ``min_ess`` (``numpyro.diagnostics``), or ``max_steps`` transitions; which
-  of these ended it is reported.
+* **How long** (issue 58): rounds of ``round_steps`` transitions, judged after the first round and then where
+  :meth:`HMCCorrection.next_check` puts the next check (where the ESS is projected to reach ``min_ess``, else
+  half as many transitions again), until the R-hat across the chains is at most ``rhat`` and the bulk ESS of every
+  coordinate at least ``min_ess`` (``numpyro.diagnostics``), or ``max_steps`` transitions; which of these ended it
+  is reported, with every check (``learnt["checks"]``). With rounds of 100 and a check after each, 100 chains
+  stopped at bulk ESS 8,000-28,000 where 400 was asked (measured, issue 58).
 * **Which R-hat** (issue 57): rank-normalised nested R-hat (Margossian et al. 2024, as
   ``arviz_stats.rhat_nested(method="rank")`` computes it: :func:`~steinax.diagnostics.rank_nested_rhat`) in the
   target's coordinates (the user's, not the whitened ones), over superchains of about ``superchain_size`` chains
@@ -115,10 +118,12 @@ class HMCCorrection(AbstractStage):
 
     Attributes:
         warmup: ChEES adaptation steps (every chain).
-        round_steps: transitions per chain between checks of R-hat and ESS.
+        round_steps: transitions per chain of one compiled round; the first check of R-hat and ESS is after one,
+            later ones where :meth:`next_check` puts them.
         max_steps: transitions per chain after the adaptation, at most.
         rhat: R-hat across chains to reach (every coordinate; rank-normalised nested R-hat, module docstring).
-        superchain_size: chains per superchain of nested R-hat (about; 1: classic R-hat).
+        superchain_size: chains per superchain of nested R-hat (about, and at most a quarter of the chains, so that
+            there are at least 4 superchains; 1: classic R-hat).
         min_ess: bulk ESS to reach (every coordinate, all chains pooled).
         affine_from: stages whose learnt ``"affine"`` is refitted for the metric, first found first.
 
@@ -132,13 +137,15 @@ class HMCCorrection(AbstractStage):
     leapfrog step), "sampling", "bridge" (bridge sampling's log-densities)}: evaluations of the target, all chains,
     "evaluations": their sum, "sequential_steps": {"warmup", "sampling"} (per
     transition the most leapfrog steps any chain took, summed), "rounds": per round its {"gradient_evaluations",
-    "sequential_steps", "kept" (draws per chain kept so far)}, "stragglers": chain indices, "seconds": {"warmup",
+    "sequential_steps", "kept" (draws per chain kept so far)}, "checks": per check of the rule its {"steps",
+    "rhat", "ess_bulk", "next" (the transitions per chain of the next check, ``None`` where it passed)},
+    "stragglers": chain indices, "seconds": {"warmup",
     "sampling"}}``.
     """
 
     name: ClassVar[str] = "correction"
     warmup: int = 200
-    round_steps: int = 100
+    round_steps: int = 20
     max_steps: int = 2000
     rhat: float = 1.01
     superchain_size: int = 16
@@ -191,7 +198,7 @@ class HMCCorrection(AbstractStage):
         chains = z.shape[0]
         if self.superchain_size == 1 or chains < 8:
             return np.arange(chains)
-        return neighbour_superchains(np.asarray(z), self.superchain_size)
+        return neighbour_superchains(np.asarray(z), min(self.superchain_size, chains // 4))  # at least 4 superchains
 
     def judge(self, draws, superchains) -> tuple[float, float, bool]:
         """The convergence rule on ``draws`` (``[chains, kept, d]``, the target's coordinates): ``(rhat, ess,
@@ -205,6 +212,22 @@ class HMCCorrection(AbstractStage):
         rhat = float(np.max(rank_nested_rhat(draws, superchains)))
         ess = float(np.min(effective_sample_size(draws)))
         return rhat, ess, bool(rhat <= self.rhat and ess >= self.min_ess)
+
+    def next_check(self, steps: int, rhat: float, ess: float) -> int:
+        """Transitions per chain at which the rule is judged next, after a check at ``steps`` that it did not pass
+        (the one schedule: the correction and its calibration, ``experiments/diagnostics/convergence_rule.py``).
+
+        Where R-hat passed and only the ESS is short, the ESS grows about linearly with the draws: the next check is
+        where it is projected to reach ``min_ess``, 10% over (so the run stops near the ESS asked for, not at a
+        floor of transitions that overshoots it). Otherwise half as many again (a geometric schedule: checks stay
+        few, ``O(log(max_steps))``, so chains that have not mixed get few chances to pass by chance). Always at
+        least one more round, at most ``max_steps``, in whole rounds."""
+        if rhat <= self.rhat and np.isfinite(ess) and ess > 0:
+            want = steps * self.min_ess / ess * 1.1
+        else:
+            want = steps * 1.5
+        rounds = -(-int(np.ceil(min(want, self.max_steps))) // self.round_steps)
+        return int(min(max(rounds * self.round_steps, steps + self.round_steps), self.max_steps))
 
     def _run(self, user, start: Staged, rng_key, scope) -> Staged:
         transport = (start.learnt.get("transport") or {}).get("bijection")
@@ -263,6 +286,7 @@ class HMCCorrection(AbstractStage):
         rounds = {"gradient_evaluations": [], "sequential_steps": [], "kept": []}
         rhat = ess = float("nan")
         logd_last, modes = None, None
+        check_at, checks = self.round_steps, []
         while steps < self.max_steps:
             if scope.requested:
                 raise stop(f"after {steps} transitions per chain (warm-up done)", states.position,
@@ -280,11 +304,15 @@ class HMCCorrection(AbstractStage):
                 diverged_at.append(np.asarray(pos)[div][:_MAX_PLACES])
             kept.append(np.swapaxes(np.asarray(pos)[::thin], 0, 1))  # [chains, draws, d]
             logd_last = np.asarray(logd)
+            rounds["kept"].append(int(sum(k.shape[1] for k in kept)))
+            if steps < min(check_at, self.max_steps):  # the next check is rounds away (the ESS's projection)
+                continue
             draws = np.concatenate(kept, axis=1)
-            rounds["kept"].append(int(draws.shape[1]))
             if draws.shape[1] >= 4:
                 draws_x = forward(draws.reshape(-1, d)).reshape(draws.shape)
                 rhat, ess, passed = self.judge(draws_x, superchains)
+                check_at = self.next_check(steps, rhat, ess)
+                checks.append({"steps": steps, "rhat": rhat, "ess_bulk": ess, "next": None if passed else check_at})
                 if passed:
                     stopped = "converged"
                     break
@@ -316,7 +344,7 @@ class HMCCorrection(AbstractStage):
                   "steps": steps, "thin": thin, "stopped": stopped, "modes": modes, "weights": weights,
                   "gradient_evaluations": dict(spent), "evaluations": int(sum(spent.values())),
                   "sequential_steps": {"warmup": warm_sequential, "sampling": int(sum(rounds["sequential_steps"]))},
-                  "rounds": rounds,
+                  "rounds": rounds, "checks": checks,
                   "stragglers": stragglers, "seconds": {"warmup": t1 - t0, "sampling": t2 - t1}}
         return Staged(particles=jnp.asarray(forward(states.position), z.dtype), state=None,
                       learnt={**start.learnt, self.name: learnt})

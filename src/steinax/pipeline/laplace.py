@@ -128,6 +128,40 @@ def _allocate(shares: np.ndarray, n: int) -> np.ndarray:
     return counts
 
 
+def _importance(tgt, optima: list, fractions: np.ndarray, particles, logp: np.ndarray, draws: int, rng_key) -> dict:
+    """How good an importance proposal the normals' mixture ``q = sum_k f_k N(x*_k, Sigma_k)`` is: the Pareto k-hat
+    of ``p / q`` at the particles (draws of ``q``, stratified by ``fractions``) and ``draws - n`` more drawn the same
+    way (evaluations: those extra draws). Measured where the particles are made, from log-densities made anyway: the
+    evidence :func:`steinax.sample` sizes the particle stage by (below ``threshold``, ``q`` is close to the target
+    in the sense that matters to a sampler started from it)."""
+    from steinax.diagnostics.pareto import importance_khat, khat_threshold
+
+    n, d = particles.shape
+    extra = max(0, draws - n)
+    x, lp = particles, logp
+    if extra:
+        counts = _allocate(fractions, extra) if extra >= 2 * len(optima) else np.bincount(
+            np.arange(extra) % len(optima), minlength=len(optima))
+        keys = jax.random.split(rng_key, len(optima))
+        more = jnp.concatenate([o["affine"].forward(jax.random.normal(k, (int(c), d), particles.dtype))
+                                for o, k, c in zip(optima, keys, counts)])
+        x = jnp.concatenate([particles, more])
+        lp = np.concatenate([logp, np.asarray(logdensities(tgt, more), np.float64)])
+    logq = _mixture_logpdf(optima, fractions, x)
+    return {"khat": importance_khat(lp - logq), "draws": int(n + extra), "threshold": khat_threshold(n + extra)}
+
+
+def _mixture_logpdf(optima: list, fractions: np.ndarray, x) -> np.ndarray:
+    """``log sum_k f_k N(x; x*_k, Sigma_k)`` at each row of ``x`` (float64)."""
+    d = x.shape[1]
+    parts = []
+    for o, f in zip(optima, fractions):
+        z = np.asarray(o["affine"].inverse(x), np.float64)
+        parts.append(np.log(f) - 0.5 * np.sum(z * z, axis=1) - 0.5 * d * np.log(2 * np.pi)
+                     - float(o["affine"].log_det()))
+    return np.logaddexp.reduce(np.stack(parts), axis=0)
+
+
 def _mixture_map(means: list, covs: list, fractions: np.ndarray) -> AffineMap:
     """The map of the mixture ``sum_k f_k N(mean_k, cov_k)``'s mean and covariance."""
     means = np.stack([np.asarray(m, np.float64) for m in means])
@@ -143,7 +177,9 @@ class LaplaceStart(AbstractStage):
     "laplace" or "pathfinder", "map" (the best optimum), "optima" (per distinct optimum kept: its log-density, Laplace
     share, particles and how many starts reached it), "dropped" (optima left out, with why), "search" (the starts:
     from the start particles, wide ones, their spread), "lbfgs_iterations", "converged", "evaluations" (log-density
-    evaluations of all L-BFGS runs), "hessian_evaluations", "fallback_reason"}`` (plus Pathfinder's own where it fell
+    evaluations of all L-BFGS runs), "hessian_evaluations", "fallback_reason", "importance" (how good an importance
+    proposal the normals' mixture is: ``{"khat", "draws", "threshold"}``, the Pareto k-hat of ``p / q`` over
+    ``importance_draws`` draws of it, :func:`~steinax.diagnostics.pareto.importance_khat`)}`` (plus Pathfinder's own where it fell
     back); returns as many particles as the start has (or ``num_particles``).
 
     Attributes:
@@ -155,6 +191,8 @@ class LaplaceStart(AbstractStage):
         same_mode: two optima closer than this (Mahalanobis, in the kept one's Laplace metric) are one.
         min_share: an optimum whose Laplace share of the mass is below this seeds no particles.
         num_particles: particles to return (default: as many as the start).
+        importance_draws: draws of the normals (the particles and more of the same mixture) whose importance ratios
+            measure how good a proposal the normals are (``learnt["importance"]``; 0: not measured).
         fallback: the stage used where the Laplace normal does not exist (default Pathfinder).
     """
 
@@ -167,10 +205,11 @@ class LaplaceStart(AbstractStage):
     same_mode: float = 1.0
     min_share: float = 1e-3
     num_particles: int | None = None
+    importance_draws: int = 400
     fallback: AbstractStage = PathfinderStart()
 
     def __check_init__(self):
-        check_settings("LaplaceStart", self, integers=("starts", "maxiter"), counts=("wide_starts",),
+        check_settings("LaplaceStart", self, integers=("starts", "maxiter"), counts=("wide_starts", "importance_draws"),
                        positive=("spread", "gtol", "same_mode"))
         if isinstance(self.min_share, bool) or not isinstance(self.min_share, (int, float)) \
                 or not 0.0 <= self.min_share < 1.0:
@@ -213,8 +252,13 @@ class LaplaceStart(AbstractStage):
         affine = optima[0]["affine"] if len(optima) == 1 else _mixture_map(
             [o["affine"].shift for o in optima], [o["cov"] for o in optima], counts / n)
         particles = jnp.concatenate(draws).astype(x0.dtype)
-        outside = int(np.sum(~np.isfinite(np.asarray(logdensities(tgt, particles)))))
+        logp = np.asarray(logdensities(tgt, particles), np.float64)
+        outside = int(np.sum(~np.isfinite(logp)))
         common["evaluations"] += n
+        if not outside and self.importance_draws:
+            common["importance"] = _importance(tgt, optima, counts / n, particles, logp, self.importance_draws,
+                                               jax.random.fold_in(key_draws, 1))
+            common["evaluations"] += common["importance"]["draws"] - n
         if outside:  # a hard boundary near an optimum: the normal puts mass where the target has none
             return self._fall_back(tgt, start, rng_key, f"{outside} of {n} draws of the Laplace normal fall where the "
                                    "log-density is not finite (a hard boundary of the support near the optimum)",

@@ -8,7 +8,8 @@ The stages (each also callable alone, :mod:`steinax.pipeline`):
    (:class:`~steinax.pipeline.PathfinderStart`) where no such normal exists: particles in the typical set and an
    affine map;
 2. **particles** (:class:`~steinax.pipeline.WhitenedParticles`): a particle method (default SVGD) until settled,
-   in the coordinates that map whitens;
+   in the coordinates that map whitens; skipped where the warm start's normal is measured to be a good importance
+   proposal (:func:`~steinax.pipeline.sizing.particle_stage`: Pareto k-hat of ``p / q`` below 1/2);
 3. **checks**: which hand-off the correction starts from, the warm start's draws or the particles, whichever has
    the smaller KSD in the warm start's whitened coordinates (:func:`~steinax.pipeline.choose_start`); the
    particles' log-densities against the bulk's (:func:`~steinax.pipeline.find_stragglers`) and, with
@@ -47,6 +48,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from steinax._platform import layout_platform
 from steinax.particles.loop.interrupt import interrupt_scope
 from steinax.particles.loop.options import RunOptions
 from steinax.particles.loop.result import NonFiniteError
@@ -56,6 +58,7 @@ from steinax.pipeline.arguments import CORRECTIONS, check_sample_arguments
 from steinax.pipeline.correction import HMCCorrection
 from steinax.pipeline.divergences import divergence_problem
 from steinax.pipeline.handoff import choose_start
+from steinax.pipeline.sizing import correction_chains, particle_stage
 from steinax.pipeline.stragglers import find_stragglers
 from steinax.pipeline.whitened import WhitenedParticles
 from steinax.targets.base import as_target, logdensities
@@ -209,7 +212,7 @@ class _Ledger:
 
 
 def sample(target, *, rng_key: jax.Array, num_particles: int | None = None, init=None, method=None,
-           warm_start: AbstractStage | bool = True, particles: bool = True, correction: str = "always",
+           warm_start: AbstractStage | bool = True, particles: bool | str = "auto", correction: str = "always",
            corrector: HMCCorrection | None = None, transport: AbstractStage | bool = False,
            reparam: AbstractStage | bool = True, progress: bool | str = "auto") -> SampleResult:
     """Draws from ``target``: warm start, particles, checks, correction (module docstring).
@@ -225,7 +228,10 @@ def sample(target, *, rng_key: jax.Array, num_particles: int | None = None, init
         method: the particle method (default ``steinax.svgd()``).
         warm_start: ``True`` (:class:`LaplaceStart`: every optimum it finds and its Laplace normal, Pathfinder where
             no such normal exists), a warm-start stage (``LaplaceStart(...)``, ``PathfinderStart(...)``), or ``False``.
-        particles: run the particle stage (``False``: the correction starts from the warm start's draws).
+        particles: ``"auto"`` (default: run the particle stage unless the warm start's normal is measured to be a
+            good importance proposal, :mod:`steinax.pipeline.sizing`; the decision and its evidence are in
+            ``stages["particles"]["decision"]``), ``True`` (always) or ``False`` (never: the correction starts from
+            the warm start's draws).
         correction: ``"always"`` (default), ``"auto"`` (when the checks flag the particles or name a straggler),
             or ``"never"``. Without a correction the answer is checked by
             :func:`steinax.diagnostics.sample_quality` with ``spread=True``.
@@ -306,7 +312,10 @@ def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
         stage_draws["warm_start"] = ledger.points = np.asarray(stage.particles)
 
     warm = stage
-    if args.particles:
+    decision = particle_stage(args.particles, stages.get("warm_start"))
+    if not decision["run"]:
+        stages["particles"] = {"skipped": True, "decision": decision}
+    if decision["run"]:
         whitened = WhitenedParticles(args.method if args.method is not None else svgd(), steps=None,
                                      options=RunOptions(progress=args.progress))
         try:
@@ -317,13 +326,14 @@ def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
             # SVGD's steps know no boundary: on a target with hard support (log-density -inf outside) particles step
             # out. The correction's Metropolis step rejects such moves: it starts from the warm start instead
             grads["particles"] = int(err.result.evaluations or 0)
-            stages["particles"] = {"steps": int(err.step), "converged": False, "failed": str(err)}
+            stages["particles"] = {"steps": int(err.step), "converged": False, "failed": str(err), "decision": decision}
         else:
             learnt = stage.learnt["particles"]
             grads["particles"] = int(learnt["evaluations"])
             result = learnt["result"]
             stages["particles"] = {"steps": int(result.state.step), "converged": result.converged,
-                                   "stein_identity": (result.convergence or {}).get("stein_identity")}
+                                   "stein_identity": (result.convergence or {}).get("stein_identity"),
+                                   "decision": decision}
             stage_draws["particles"] = ledger.points = ledger.particles = np.asarray(stage.particles)
 
     handoff = stage
@@ -358,6 +368,10 @@ def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
     chains = weights = None
     if args.correction == "always" or (args.correction == "auto" and flagged[0]):
         start = warm if checks.get("start") == "warm_start" else handoff
+        sized = correction_chains(int(start.particles.shape[0]), dim, particles_ran, layout_platform())
+        checks["chains"] = sized
+        if sized["chains"] < start.particles.shape[0]:  # draws of one normal: the first rows are as good as any
+            start = Staged(particles=start.particles[: sized["chains"]], state=start.state, learnt=start.learnt)
         if args.transport is not None:
             start = ledger.run("transport", lambda: args.transport(tgt, start, key_transport))
             learnt = start.learnt["transport"]
@@ -517,6 +531,6 @@ def _verdict(stages: dict, chains, flagged: bool) -> tuple[bool, str]:
         named = stages["checks"].get("stragglers")
         return False, ("the checks flag the particles" + (f" (stragglers {named})" if named else "")
                        + "; no correction ran (correction='never'): their moments may be wrong")
-    if "particles" in stages and not stages["particles"]["converged"]:
+    if "particles" in stages and not stages["particles"].get("converged", True):
         return False, "the particles did not settle; no correction ran"
     return True, "the particles passed the checks (no correction ran)"

@@ -237,7 +237,7 @@ def _elbo_chunk(params, static, state, opt, key, loss, length: int):
 
 def _compare(flow, ytgt, key, draws: int) -> dict:
     """The ELBO and importance ratios' Pareto k-hat of the flow and of ``N(0, I)`` in ``y`` (the affine map alone)."""
-    from steinax.diagnostics.pareto import pareto_khat
+    from steinax.diagnostics.pareto import importance_khat
 
     k1, k2 = jax.random.split(key)
     u, logq = _flow_draws(flow, k1, draws)
@@ -250,7 +250,7 @@ def _compare(flow, ytgt, key, draws: int) -> dict:
         ratio = np.asarray(lp - lq, np.float64)
         finite = np.isfinite(ratio)
         out["elbo"][name] = float(np.mean(ratio)) if finite.all() else float("-inf")
-        out["khat"][name] = float(pareto_khat(ratio[finite], tail="right")) if finite.sum() >= 20 else float("nan")
+        out["khat"][name] = importance_khat(ratio[finite])  # of the weights, not the log-ratios
     return out
 
 

@@ -1,0 +1,96 @@
+"""How much of each stage :func:`steinax.sample` runs, decided from what the earlier stages measured (issue 58).
+
+A stage that is run in full whatever the posterior pays a fixed price: the particle stage is 1000 steps of ``n``
+scores (about 10^5 gradient evaluations at 100 particles), and on posteriors where the warm start's normal is
+already close it buys nothing the correction would not do anyway (measured, issue 58: the particles improved on the
+warm start on 26 suite runs, made it worse on 8 and changed little on the rest, and were run in full every time).
+Each decision here is a pure function of the evidence, and returns the evidence with the choice, so that
+:attr:`steinax.SampleResult.stages` says what was chosen and why.
+
+**Decided here: the particle stage** (``particles="auto"``, the default) is skipped where the warm start's normals
+are a good importance proposal for the target: the Laplace warm start (:class:`~steinax.pipeline.LaplaceStart`)
+measured the Pareto k-hat of ``p / q`` over its draws (:func:`~steinax.diagnostics.pareto.importance_khat`; the
+draws' log-densities are made anyway, to check them) and it is below PSIS's reliability threshold for that many
+draws (:func:`~steinax.diagnostics.pareto.khat_threshold`: ``min(1 - 1 / log10 S, 0.7)``, 0.62 at 400 draws;
+Vehtari et al. 2024, sec. 3.2.4): below it ``q`` serves as an importance sampler for the target, so it covers the
+target's bulk and tails, and chains started from its draws start in the typical set. Measured at seed 0 (warm start
+alone, models as written): 0.10-0.46 on the regressions, German credit, item response and the GP classifier;
+0.57-0.59 on mtcars, quine and faithful; 0.62-0.74 on epil, varying intercept, mcycle's GP and stackloss; above 1
+on eight schools (both), Brownian motion, GARCH and the heteroscedastic GP; 37 on the horseshoe. Where the warm start fell back (Pathfinder: a funnel has
+no mode), found several optima, or did not measure the ratio, the particles run. ``particles=True`` always runs
+them, ``False`` never.
+
+**Decided here: the correction's chains.** Where the particles ran, every particle continues as a chain (the hard
+posteriors: the chains need the whole cloud, and the rule its superchains). Where they were skipped, the chains are
+draws of the warm start's normal, as many as serve: on an accelerator chains run side by side, so all ``n``; on a
+CPU every chain's warm-up is paid in full (ChEES's 200 transitions each, measured as 70% of the correction's
+gradient evaluations on easy posteriors at 100 chains, issue 58), so ``max(CPU_CHAINS, d)`` of them, at most ``n``:
+enough for ChEES's ensemble averages and for the metric, refitted from the chains' pooled draws in ``d``
+dimensions, and for four superchains of the rule (:meth:`~steinax.pipeline.HMCCorrection.superchains_of`). The
+bulk ESS the rule asks for is pooled over chains, so fewer chains cost no more draws to reach it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from steinax.diagnostics.pareto import khat_threshold
+
+__all__ = ["particle_stage", "correction_chains", "PARTICLE_SETTINGS", "CPU_CHAINS"]
+
+CPU_CHAINS = 32
+"""The fewest correction chains on a CPU where the particle stage was skipped (module docstring)."""
+
+PARTICLE_SETTINGS = ("auto", True, False)
+"""What :func:`steinax.sample`'s ``particles`` accepts."""
+
+
+def particle_stage(setting, warm: dict | None) -> dict:
+    """Whether the particle stage runs: ``{"run": bool, "why": str, "evidence": {...}}`` from ``setting`` (``"auto"``,
+    ``True`` or ``False``) and what the warm start learnt (``None`` where none ran; module docstring).
+
+    Example:
+        >>> out = particle_stage("auto", {"method": "laplace", "optima": [{}], "importance": {"khat": 0.21, "draws": 400}})
+        >>> out["run"], round(out["evidence"]["threshold"], 3)
+        (False, 0.616)
+    """
+    if setting is True or setting is False:
+        return {"run": setting, "why": f"particles={setting}", "evidence": {}}
+    if warm is None:
+        return {"run": True, "why": "no warm start ran: the particles start from the starting points", "evidence": {}}
+    importance = warm.get("importance") or {}
+    khat, draws = importance.get("khat"), importance.get("draws")
+    threshold = khat_threshold(draws) if draws else None
+    evidence = {"khat": khat, "draws": draws, "threshold": threshold}
+    if warm.get("method") != "laplace":
+        return {"run": True, "why": f"the warm start found no Laplace normal ({warm.get('method')}): the particles run",
+                "evidence": evidence}
+    if len(warm.get("optima") or ()) > 1:
+        return {"run": True, "why": f"the warm start found {len(warm['optima'])} optima: the particles run",
+                "evidence": evidence}
+    if khat is None or not np.isfinite(khat) or khat >= threshold:
+        shown = "not measured" if khat is None else f"{khat:.2f}"
+        wanted = f", wanted < {threshold:.2f}" if threshold is not None else ""
+        return {"run": True, "why": f"the warm start's normal is not a good enough importance proposal (Pareto k-hat "
+                                    f"{shown}{wanted}): the particles run", "evidence": evidence}
+    return {"run": False, "why": f"the warm start's normal is a good importance proposal (Pareto k-hat {khat:.2f} < "
+                                 f"{threshold:.2f} over {draws} draws): chains start from its draws",
+            "evidence": evidence}
+
+
+def correction_chains(n: int, d: int, particles_ran: bool, platform: str) -> dict:
+    """How many chains the correction runs: ``{"chains", "why"}`` (module docstring).
+
+    Example:
+        >>> correction_chains(100, 10, particles_ran=False, platform="cpu")["chains"]
+        32
+        >>> correction_chains(100, 10, particles_ran=True, platform="cpu")["chains"]
+        100
+    """
+    if particles_ran:
+        return {"chains": n, "why": "every particle continues as a chain"}
+    if platform != "cpu":
+        return {"chains": n, "why": f"on {platform} chains run side by side: all {n} draws of the warm start"}
+    chains = min(n, max(CPU_CHAINS, d))
+    return {"chains": chains, "why": f"on a CPU each chain's warm-up is paid in full: max({CPU_CHAINS}, d = {d}) draws "
+                                     f"of the warm start's normal, at most {n}"}
