@@ -26,7 +26,7 @@ from _common import banner, barh_figure, write_csv_atomically  # noqa: E402
 
 STAGE_OF = (("check_sample_arguments", "arguments"), ("_warm_evaluations", "warm_start"),
             ("LaplaceStart", "warm_start"), ("PathfinderStart", "warm_start"), ("WhitenedParticles", "particles"),
-            ("run_checks", "checks"), ("HMCCorrection", "correction"))
+            ("run_checks", "checks"), ("tail_probe", "sizing"), ("HMCCorrection", "correction"))
 BOUND = 0.01
 
 

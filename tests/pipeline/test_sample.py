@@ -24,7 +24,8 @@ def result():
     with jax.enable_x64(True), warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)  # a run that reports success must not warn
         target = Gaussian(MEAN.astype(jnp.float64), COV.astype(jnp.float64))
-        return steinax.sample(target, rng_key=jax.random.key(0), progress=False)
+        # every stage, the particles included (on a Gaussian `particles="auto"` skips them: tests/pipeline/test_sizing.py)
+        return steinax.sample(target, rng_key=jax.random.key(0), progress=False, particles=True)
 
 
 def test_the_answer_is_right_and_says_so(result):

@@ -81,7 +81,8 @@ def test_each_setting_is_named(kwargs, error, match):
 @pytest.mark.parametrize("kwargs, match", [
     ({"warmup": 0}, "`warmup`"), ({"max_steps": -5}, "`max_steps`"), ({"round_steps": 0}, "`round_steps`"),
     ({"rhat": 0.5}, "`rhat`"), ({"rhat": float("nan")}, "`rhat`"), ({"min_ess": -1}, "`min_ess`"),
-    ({"max_steps": 10**9}, "`max_steps` must be at most"), ({"max_steps": 50}, "`max_steps` \\(50\\) must be at least"),
+    ({"max_steps": 10**9}, "`max_steps` must be at most"), ({"max_steps": 10}, "`max_steps` \\(10\\) must be at least"),
+    ({"min_steps": -1}, "`min_steps`"),
 ])
 def test_correction_settings_are_refused_when_made(kwargs, match):
     with pytest.raises(ValueError, match=match):

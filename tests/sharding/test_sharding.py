@@ -86,16 +86,21 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def _two_processes(mode: str, out, ref_mode: str, ref_out) -> None:
+    """``worker.py mode`` in two processes of a jax.distributed run (2 CPU devices each), then ``ref_mode`` in one
+    process on 4 devices."""
+    port = str(_free_port())
+    procs = [subprocess.Popen([sys.executable, str(WORKER), mode, str(out), port, str(rank)], env=_env(2),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for rank in (0, 1)]
+    logs = [p.communicate(timeout=900)[0].decode() for p in procs]
+    assert all(p.returncode == 0 for p in procs), "\n".join(logs)[-4000:]
+    subprocess.run([sys.executable, str(WORKER), ref_mode, str(ref_out)], env=_env(4), check=True, timeout=900)
+
+
 @pytest.mark.slow  # ~32 s (two processes and a coordinator); CI's slow pass runs it
 def test_two_process_run_matches(tmp_path):
-    out = tmp_path / "m"
-    port = str(_free_port())
-    procs = [subprocess.Popen([sys.executable, str(WORKER), "multi", str(out), port, str(rank)], env=_env(2),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for rank in (0, 1)]
-    logs = [p.communicate(timeout=600)[0].decode() for p in procs]
-    assert all(p.returncode == 0 for p in procs), "\n".join(logs)[-4000:]
-    ref_out = tmp_path / "r"
-    subprocess.run([sys.executable, str(WORKER), "single", str(ref_out)], env=_env(4), check=True, timeout=600)
+    out, ref_out = tmp_path / "m", tmp_path / "r"
+    _two_processes("multi", out, "single", ref_out)
     ref = _load(f"{ref_out}_ref.npz")
     for rank in (0, 1):
         got = _load(f"{out}_rank{rank}.npz")
@@ -128,3 +133,45 @@ def test_block_size_must_be_a_positive_integer(bad):
     x = jnp.zeros((4, 2))
     with pytest.raises(ValueError, match=r"`block_size` must be None \(automatic\) or a positive integer"):
         steinax.ksd(x, -x, block_size=bad)
+
+
+# steinax.sample over a mesh (issue 58). The particle stage is sharded SVGD (the tolerances above). The correction's
+# chains are split over the devices; ChEES's adaptation updates its log step size and log trajectory length by Adam on
+# means over the ensemble, which are sums across devices in another order, and Adam divides by the root of a running
+# second moment, so a mean near 0 that differs by rounding moves an update by up to the learning rate. Measured in
+# float64 after 60 warm-up steps: step sizes 1e-8 (particles ran) and 1.7e-5 (skipped) relative apart, chains 4e-7
+# and 4.4e-4 target sds apart at most. Tested: step size within 1e-3 relative, every chain draw within 1e-2 of its
+# coordinate's sd (a fifth of the Monte Carlo error of a mean at the ESS the rule asks for, 1/sqrt(400) = 0.05 sd), the
+# same number of chains split evenly, gradient evaluations within 1%.
+SAMPLE_STEP_RTOL, SAMPLE_CHAIN_SDS = 1e-3, 1e-2
+SAMPLE_SD = np.sqrt([4.0, 1.0, 0.01])  # worker.sample_gaussian's target
+
+
+def _same_sample(got, ref, devices):
+    assert got["chains"].shape == ref["chains"].shape and int(got["chain_count"]) % devices == 0
+    np.testing.assert_allclose(got["particles"], ref["particles"], rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(got["step_size"], ref["step_size"], rtol=SAMPLE_STEP_RTOL)
+    assert np.max(np.abs(got["chains"] - ref["chains"]) / SAMPLE_SD) <= SAMPLE_CHAIN_SDS
+    assert int(got["steps"]) == int(ref["steps"])
+    assert abs(int(got["grads"]) - int(ref["grads"])) <= 0.01 * int(ref["grads"])
+
+
+@pytest.mark.slow  # ~60 s (four samples on 4 CPU devices in a subprocess); CI's slow pass runs it
+def test_sharded_sample_equals_the_single_device_one(tmp_path):
+    out = tmp_path / "s"
+    subprocess.run([sys.executable, str(WORKER), "sample", str(out)], env=_env(4), check=True, timeout=900)
+    for tag in ("particles", "skipped"):
+        got, ref = _load(f"{out}_{tag}_mesh.npz"), _load(f"{out}_{tag}_ref.npz")
+        _same_sample(got, ref, 4)
+        assert int(got["devices"]) == 4 and int(ref["devices"]) == 1  # the chains were split over the mesh
+
+
+@pytest.mark.slow  # ~60 s (two processes and a coordinator, then the single-device reference); CI's slow pass
+def test_two_process_sample_matches(tmp_path):
+    out, ref_out = tmp_path / "m", tmp_path / "r"
+    _two_processes("sample_multi", out, "sample", ref_out)
+    ref = _load(f"{ref_out}_particles_ref.npz")
+    for rank in (0, 1):
+        got = _load(f"{out}_rank{rank}.npz")
+        _same_sample(got, ref, 4)
+        assert int(got["devices"]) == 4

@@ -3,6 +3,8 @@
     python worker.py single OUT              # 4 CPU devices, one process: unsharded vs sharded
     python worker.py multi OUT PORT RANK     # one of two processes (2 CPU devices each) of a jax.distributed run
     python worker.py data OUT                # 4 CPU devices: data-parallel minibatch scores
+    python worker.py sample OUT              # 4 CPU devices: steinax.sample unsharded vs over a mesh
+    python worker.py sample_multi OUT PORT RANK  # one of two processes running steinax.sample over their mesh
 """
 
 import sys
@@ -75,9 +77,43 @@ def data_parallel(out):
              n_draws=draws.shape[0], errors=np.asarray(errors), run=steinax.runtime.sharding.gather(res.particles), run_ref=np.asarray(ref.particles))
 
 
+def sample_gaussian(mesh, particles):
+    """``steinax.sample`` on a correlated Gaussian in float64, short correction, over ``mesh`` or one device."""
+    from steinax.pipeline import HMCCorrection
+    from steinax.targets import Gaussian
+
+    jax.config.update("jax_enable_x64", True)
+    target = Gaussian(jnp.array([3.0, -1.0, 0.5]), jnp.array([[4.0, 0.9, 0.0], [0.9, 1.0, 0.0], [0.0, 0.0, 0.01]]))
+    init = jax.random.normal(jax.random.key(3), (32, 3), jnp.float64)
+    res = steinax.sample(target, rng_key=jax.random.key(0), init=init, particles=particles, progress=False, mesh=mesh,
+                         corrector=HMCCorrection(warmup=60, round_steps=20, max_steps=60, min_ess=50))
+    return res
+
+
+def save_sample(out, res):
+    np.savez(out, chains=np.asarray(res.chains), particles=np.asarray(res.particles),
+             step_size=res.stages["correction"]["step_size"], steps=res.stages["correction"]["steps"],
+             grads=res.gradient_evaluations["total"], chain_count=res.chains.shape[0],
+             devices=res.stages["correction"]["devices"])
+
+
 if __name__ == "__main__":
     mode, out = sys.argv[1], sys.argv[2]
-    if mode == "data":
+    if mode == "sample":
+        assert jax.device_count() == 4, jax.devices()
+        mesh = steinax.runtime.sharding.particle_mesh()
+        for particles in (True, False):  # with the particle stage, and skipped (fewer chains, a multiple of 4)
+            tag = "particles" if particles else "skipped"
+            save_sample(f"{out}_{tag}_ref.npz", sample_gaussian(None, particles))
+            save_sample(f"{out}_{tag}_mesh.npz", sample_gaussian(mesh, particles))
+    elif mode == "sample_multi":
+        port, rank = sys.argv[3], int(sys.argv[4])
+        jax.distributed.initialize(coordinator_address=f"localhost:{port}", num_processes=2, process_id=rank,
+                                   local_device_ids=None)
+        save_sample(f"{out}_rank{rank}.npz",
+                    sample_gaussian(steinax.runtime.sharding.distributed_mesh(), True))
+        jax.distributed.shutdown()
+    elif mode == "data":
         assert jax.device_count() == 4, jax.devices()
         data_parallel(out)
     elif mode == "single":

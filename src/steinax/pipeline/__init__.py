@@ -7,6 +7,9 @@ whitened coordinates, the checks and a correction (the stage protocol: :mod:`ste
   typical set and an affine map for the next stages;
 * :mod:`steinax.pipeline.laplace`: every optimum L-BFGS finds from starts spread wider than the start's particles,
   and the Laplace normal at each; Pathfinder where none exists;
+* :mod:`steinax.pipeline.sizing`: how much of each stage runs, decided from what the earlier ones measured (the
+  particle stage skipped where the warm start's normal is a good importance proposal, the tails probed, the
+  correction's chains by platform and dimension);
 * :mod:`steinax.pipeline.whitened`: a particle method on the target in the coordinates that map whitens;
 * :mod:`steinax.pipeline.stragglers`: particles far below the bulk's log-density, named;
 * :mod:`steinax.pipeline.transport`: a normalizing flow fitted to the particles and refined against the target, the

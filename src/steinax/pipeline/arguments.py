@@ -13,7 +13,8 @@ anything. What it checks, beyond each stage's own settings (refused when the sta
 * ``init``: ``[n, d]`` float32 or float64, finite, ``d`` the target's; ``num_particles``, when also given, must be
   ``n``;
 * the stages' switches: ``warm_start``, ``particles`` (``"auto"`` or a bool), ``correction``, ``corrector`` (a correction stage),
-  ``method`` (a particle method), ``progress``; a combination that does nothing (no warm start, no particles, no
+  ``method`` (a particle method), ``progress``; ``mesh`` (a one-axis device mesh dividing the particles, given to
+  the default method and to the correction); a combination that does nothing (no warm start, no particles, no
   correction: the starting points handed back as the answer) is refused;
 * the correction's rule against the chains it will have: ``min_ess`` no more than the draws ``max_steps`` allows.
 """
@@ -120,7 +121,7 @@ def _initial(tgt, rng_key, num_particles, init):
 
 
 def check_sample_arguments(target, *, rng_key, num_particles, init, method, warm_start, particles, correction,
-                           corrector, progress, transport=False, reparam=False) -> SampleArguments:
+                           corrector, progress, transport=False, reparam=False, mesh=None) -> SampleArguments:
     """Every argument of :func:`steinax.sample` checked (module docstring); the starting points drawn with
     ``rng_key`` where ``init`` is not given."""
     tgt = as_target(target)
@@ -157,6 +158,7 @@ def check_sample_arguments(target, *, rng_key, num_particles, init, method, warm
         raise ValueError(f"`init` must have shape [n, {dim}] for this target; received shape {tuple(x.shape)}")
     if correction != "never":
         corrector.check_chains(int(x.shape[0]))
+    method, corrector = _on_mesh(mesh, int(x.shape[0]), method, corrector)
     if x.shape[0] > LARGE_PARTICLES and particles:
         n, d = x.shape
         warnings.warn(f"`num_particles` = {n}: the particle stage's pairwise work is about n^2 d = {float(n) ** 2 * d:.2g} "
@@ -173,4 +175,26 @@ def check_sample_arguments(target, *, rng_key, num_particles, init, method, warm
                          "unconstrained coordinates)")
     return SampleArguments(target=tgt, init=x, logdensity=logd, warm_start=warm, particles=particles,
                            correction=correction, corrector=corrector, method=method, progress=progress,
-                           transport=transport, reparam=reparam)
+                           transport=transport, reparam=reparam, mesh=mesh)
+
+
+def _on_mesh(mesh, n: int, method, corrector):
+    """The particle method and the correction split over ``mesh`` (checked: one axis, dividing the ``n`` particles):
+    the default method becomes ``svgd(mesh=mesh)``; a given method must be on the same mesh (it shards its own
+    pairwise work), and a given corrector gets it."""
+    if mesh is None:
+        return method, corrector
+    import dataclasses
+
+    from steinax.particles import svgd
+    from steinax.runtime.sharding import check_mesh
+
+    check_mesh(mesh, n, "mesh")
+    if method is None:
+        method = svgd(mesh=mesh)
+    elif getattr(method, "mesh", None) is not mesh:
+        raise ValueError(f"`method` must be split over the same mesh as `sample`'s (e.g. steinax.svgd(mesh=mesh)); "
+                         f"received a method with mesh {getattr(method, 'mesh', None)!r}")
+    if corrector.mesh is not None and corrector.mesh is not mesh:
+        raise ValueError("`corrector.mesh` and `mesh` differ: give the mesh once, to `sample`")
+    return method, dataclasses.replace(corrector, mesh=mesh)

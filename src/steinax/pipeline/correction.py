@@ -62,6 +62,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
 
 from steinax._validation import check_settings
 from steinax.diagnostics.rhat import neighbour_superchains, rank_nested_rhat
@@ -70,6 +71,7 @@ from steinax.particles.loop.stages import AbstractStage, Staged, StageInterrupte
 from steinax.pipeline.divergences import where_divergences
 from steinax.pipeline.modes import mode_weights, separated_modes, within_modes
 from steinax.pipeline.stragglers import find_stragglers
+from steinax.runtime.sharding import check_mesh, gather, shard_particles
 from steinax.targets.affine import AffineMap, AffineTarget
 from steinax.targets.base import as_target, logdensities
 from steinax.targets.flow import FlowTarget
@@ -120,12 +122,17 @@ class HMCCorrection(AbstractStage):
         warmup: ChEES adaptation steps (every chain).
         round_steps: transitions per chain of one compiled round; the first check of R-hat and ESS is after one,
             later ones where :meth:`next_check` puts them.
+        min_steps: transitions per chain before the first check (``steinax.sample`` sets 100 where the tails look
+            heavy, :mod:`steinax.pipeline.sizing`).
         max_steps: transitions per chain after the adaptation, at most.
         rhat: R-hat across chains to reach (every coordinate; rank-normalised nested R-hat, module docstring).
         superchain_size: chains per superchain of nested R-hat (about, and at most a quarter of the chains, so that
             there are at least 4 superchains; 1: classic R-hat).
         min_ess: bulk ESS to reach (every coordinate, all chains pooled).
         affine_from: stages whose learnt ``"affine"`` is refitted for the metric, first found first.
+        mesh: a one-axis device mesh (:mod:`steinax.runtime.sharding`) to split the chains over (their number a
+            multiple of its size); ``None``: one device. The ensemble's means (ChEES's adaptation) are reductions
+            across devices, so the answer is the single-device one up to the order of those sums.
 
     Learns ``{"draws": [chains, kept, d] in the target's space, "affine", "step_size", "leapfrog_steps" (the
     adapted mean), "acceptance" (mean over sampling), "divergences", "rhat", "ess_bulk" (worst coordinates),
@@ -139,22 +146,25 @@ class HMCCorrection(AbstractStage):
     transition the most leapfrog steps any chain took, summed), "rounds": per round its {"gradient_evaluations",
     "sequential_steps", "kept" (draws per chain kept so far)}, "checks": per check of the rule its {"steps",
     "rhat", "ess_bulk", "next" (the transitions per chain of the next check, ``None`` where it passed)},
-    "stragglers": chain indices, "seconds": {"warmup",
+    "stragglers": chain indices, "devices": how many devices the chains were split over (``mesh``), "seconds": {"warmup",
     "sampling"}}``.
     """
 
     name: ClassVar[str] = "correction"
     warmup: int = 200
     round_steps: int = 20
+    min_steps: int = 0
     max_steps: int = 2000
     rhat: float = 1.01
     superchain_size: int = 16
     min_ess: float = 400.0
     affine_from: tuple = ("particles", "warm_start")
+    mesh: Mesh | None = eqx.field(default=None, static=True)
 
     def __check_init__(self):
         """Refused when made, not when the correction starts after every earlier stage."""
-        check_settings("HMCCorrection", self, integers=("warmup", "round_steps", "max_steps", "superchain_size"))
+        check_settings("HMCCorrection", self, integers=("warmup", "round_steps", "max_steps", "superchain_size"),
+                       counts=("min_steps",))
         if self.max_steps < self.round_steps:
             raise ValueError(f"HMCCorrection: `max_steps` ({self.max_steps}) must be at least `round_steps` "
                              f"({self.round_steps}): the chains are checked once per round")
@@ -168,6 +178,8 @@ class HMCCorrection(AbstractStage):
         ess = self.min_ess
         if isinstance(ess, bool) or not isinstance(ess, (int, float)) or not (np.isfinite(ess) and ess > 0):
             raise ValueError(f"HMCCorrection: `min_ess` must be a finite number > 0; received {ess!r}")
+        if self.mesh is not None:
+            check_mesh(self.mesh, name="HMCCorrection.mesh")
         if not isinstance(self.affine_from, tuple) or not all(isinstance(a, str) for a in self.affine_from):
             raise TypeError(f"HMCCorrection: `affine_from` must be a tuple of stage names; received {self.affine_from!r}")
 
@@ -226,6 +238,7 @@ class HMCCorrection(AbstractStage):
             want = steps * self.min_ess / ess * 1.1
         else:
             want = steps * 1.5
+        want = max(want, self.min_steps)
         rounds = -(-int(np.ceil(min(want, self.max_steps))) // self.round_steps)
         return int(min(max(rounds * self.round_steps, steps + self.round_steps), self.max_steps))
 
@@ -242,7 +255,7 @@ class HMCCorrection(AbstractStage):
 
         def forward(a):
             """Chain coordinates to the target's (``[n, d]``)."""
-            return np.asarray(to_user(affine.forward(jnp.asarray(a))))
+            return np.asarray(to_user(affine.forward(jnp.asarray(gather(a)))))
 
         chains, d = z.shape
         self.check_chains(chains)
@@ -263,6 +276,8 @@ class HMCCorrection(AbstractStage):
             return StageInterrupted(f"interrupted (Ctrl-C) in the correction {where}", self.name, where,
                                     forward(positions), learnt)
 
+        if self.mesh is not None:  # the chains split over the mesh's devices; the compiled programs follow the split
+            z = shard_particles(z, self.mesh)
         t0 = time.perf_counter()
         windows = _windows(self.warmup)
         step_size, warm_sequential = jnp.asarray(0.5, z.dtype), 0
@@ -272,11 +287,12 @@ class HMCCorrection(AbstractStage):
             states, (step_size, leapfrogs), seen, n_int = _warm_window(tgt, affine, z, jax.random.fold_in(key_warm, w),
                                                                       step_size, length)
             # each window starts its chains afresh (one evaluation each), then one per leapfrog step
-            spent["warmup"] += chains + int(np.sum(np.asarray(n_int)))
-            warm_sequential += int(np.sum(np.max(np.asarray(n_int), axis=1)))
+            spent["warmup"] += chains + int(np.sum(gather(n_int)))
+            warm_sequential += int(np.sum(np.max(gather(n_int), axis=1)))
             if w < len(windows) - 1:  # the metric from the chains' second half of the window, pooled
-                refit = affine.refit(affine.forward(seen.reshape(-1, d)))
+                refit = affine.refit(affine.forward(jnp.asarray(gather(seen)).reshape(-1, d)))
                 z, affine = refit.inverse(affine.forward(states.position)), refit
+                z = z if self.mesh is None else shard_particles(z, self.mesh)
         t1 = time.perf_counter()
 
         bits = int(np.ceil(np.log2(max(windows) + self.max_steps + 1)))
@@ -286,7 +302,7 @@ class HMCCorrection(AbstractStage):
         rounds = {"gradient_evaluations": [], "sequential_steps": [], "kept": []}
         rhat = ess = float("nan")
         logd_last, modes = None, None
-        check_at, checks = self.round_steps, []
+        check_at, checks = min(max(self.round_steps, self.min_steps), self.max_steps), []
         while steps < self.max_steps:
             if scope.requested:
                 raise stop(f"after {steps} transitions per chain (warm-up done)", states.position,
@@ -294,16 +310,16 @@ class HMCCorrection(AbstractStage):
             states, (pos, logd, n_int, acc, div) = _sampling_round(tgt, affine, states, jax.random.fold_in(key_run, steps),
                                                                    step_size, leapfrogs, self.round_steps, bits)
             steps += self.round_steps
-            spent["sampling"] += int(np.sum(np.asarray(n_int)))
-            rounds["gradient_evaluations"].append(int(np.sum(np.asarray(n_int))))
-            rounds["sequential_steps"].append(int(np.sum(np.max(np.asarray(n_int), axis=1))))
-            accept.append(float(np.mean(np.asarray(acc))))
-            div = np.asarray(div)
+            spent["sampling"] += int(np.sum(gather(n_int)))
+            rounds["gradient_evaluations"].append(int(np.sum(gather(n_int))))
+            rounds["sequential_steps"].append(int(np.sum(np.max(gather(n_int), axis=1))))
+            accept.append(float(np.mean(gather(acc))))
+            div = gather(div)
             divergent += int(np.sum(div))
             if div.any() and sum(len(p) for p in diverged_at) < _MAX_PLACES:
-                diverged_at.append(np.asarray(pos)[div][:_MAX_PLACES])
-            kept.append(np.swapaxes(np.asarray(pos)[::thin], 0, 1))  # [chains, draws, d]
-            logd_last = np.asarray(logd)
+                diverged_at.append(gather(pos)[div][:_MAX_PLACES])
+            kept.append(np.swapaxes(gather(pos)[::thin], 0, 1))  # [chains, draws, d]
+            logd_last = gather(logd)
             rounds["kept"].append(int(sum(k.shape[1] for k in kept)))
             if steps < min(check_at, self.max_steps):  # the next check is rounds away (the ESS's projection)
                 continue
@@ -345,6 +361,7 @@ class HMCCorrection(AbstractStage):
                   "gradient_evaluations": dict(spent), "evaluations": int(sum(spent.values())),
                   "sequential_steps": {"warmup": warm_sequential, "sampling": int(sum(rounds["sequential_steps"]))},
                   "rounds": rounds, "checks": checks,
+                  "devices": 1 if self.mesh is None else int(self.mesh.size),
                   "stragglers": stragglers, "seconds": {"warmup": t1 - t0, "sampling": t2 - t1}}
         return Staged(particles=jnp.asarray(forward(states.position), z.dtype), state=None,
                       learnt={**start.learnt, self.name: learnt})

@@ -40,6 +40,7 @@ cannot see an error the correction would have removed; R-hat and ESS across 100 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 
@@ -58,9 +59,10 @@ from steinax.pipeline.arguments import CORRECTIONS, check_sample_arguments
 from steinax.pipeline.correction import HMCCorrection
 from steinax.pipeline.divergences import divergence_problem
 from steinax.pipeline.handoff import choose_start
-from steinax.pipeline.sizing import correction_chains, particle_stage
+from steinax.pipeline.sizing import HEAVY_MIN_STEPS, correction_chains, particle_stage, tail_probe
 from steinax.pipeline.stragglers import find_stragglers
 from steinax.pipeline.whitened import WhitenedParticles
+from steinax.runtime.sharding import gather
 from steinax.targets.base import as_target, logdensities
 
 __all__ = ["sample", "SampleResult", "SampleInterrupted", "CORRECTIONS"]
@@ -176,7 +178,7 @@ class _Ledger:
             out = fn()
         except StageInterrupted as err:
             self.grads[name] = int(err.learnt.get("evaluations", 0))
-            self.points = np.asarray(err.particles)
+            self.points = gather(err.particles)
             draws = err.learnt.get("draws")
             if draws is not None and draws.shape[1]:
                 self.chains = draws
@@ -214,7 +216,7 @@ class _Ledger:
 def sample(target, *, rng_key: jax.Array, num_particles: int | None = None, init=None, method=None,
            warm_start: AbstractStage | bool = True, particles: bool | str = "auto", correction: str = "always",
            corrector: HMCCorrection | None = None, transport: AbstractStage | bool = False,
-           reparam: AbstractStage | bool = True, progress: bool | str = "auto") -> SampleResult:
+           reparam: AbstractStage | bool = True, progress: bool | str = "auto", mesh=None) -> SampleResult:
     """Draws from ``target``: warm start, particles, checks, correction (module docstring).
 
     Args:
@@ -244,6 +246,11 @@ def sample(target, *, rng_key: jax.Array, num_particles: int | None = None, init
             run in those coordinates, the draws mapped back; on other targets nothing), a reparameterisation stage,
             or ``False``.
         progress: the particle loop's bar (``steinax.run``'s ``progress``).
+        mesh: a one-axis device mesh (``steinax.runtime.sharding.particle_mesh()``, or ``distributed_mesh()`` over
+            the processes of a ``jax.distributed`` run) that divides the particles: the particle stage's pairwise
+            work (``svgd(mesh=mesh)``) and the correction's chains are split over its devices, each device holding
+            its share of the particles and chains; the warm start runs whole on every device. ``None``: one device.
+            The answer is the single-device one up to the order of sums across devices.
 
     Returns:
         A :class:`SampleResult`.
@@ -268,7 +275,7 @@ def sample(target, *, rng_key: jax.Array, num_particles: int | None = None, init
         args = check_sample_arguments(target, rng_key=rng_key, num_particles=num_particles, init=init, method=method,
                                       warm_start=warm_start, particles=particles, correction=correction,
                                       corrector=corrector, progress=progress, transport=transport,
-                                      reparam=reparam)
+                                      reparam=reparam, mesh=mesh)
         ledger = _Ledger(scope, args)
         if scope.requested:  # pressed during the argument checks
             raise ledger.interrupted("arguments", "before any stage ran")
@@ -312,7 +319,13 @@ def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
         stage_draws["warm_start"] = ledger.points = np.asarray(stage.particles)
 
     warm = stage
-    decision = particle_stage(args.particles, stages.get("warm_start"))
+    tails = None
+    if args.warm_start is not None and args.particles == "auto":  # how heavy the tails are: evidence for the sizing
+        affine = warm.learnt["warm_start"]["affine"]
+        tails = ledger.run("sizing", lambda: tail_probe(tgt, affine))
+        grads["sizing"] = int(tails["evaluations"])
+        stages["sizing"] = {"tails": tails}
+    decision = particle_stage(args.particles, stages.get("warm_start"), tails)
     if not decision["run"]:
         stages["particles"] = {"skipped": True, "decision": decision}
     if decision["run"]:
@@ -334,6 +347,8 @@ def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
             stages["particles"] = {"steps": int(result.state.step), "converged": result.converged,
                                    "stein_identity": (result.convergence or {}).get("stein_identity"),
                                    "decision": decision}
+            # every row on every process (a multi-process mesh splits them): the checks and the hand-off read them all
+            stage = Staged(particles=jnp.asarray(gather(stage.particles)), state=stage.state, learnt=stage.learnt)
             stage_draws["particles"] = ledger.points = ledger.particles = np.asarray(stage.particles)
 
     handoff = stage
@@ -368,8 +383,13 @@ def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
     chains = weights = None
     if args.correction == "always" or (args.correction == "auto" and flagged[0]):
         start = warm if checks.get("start") == "warm_start" else handoff
-        sized = correction_chains(int(start.particles.shape[0]), dim, particles_ran, layout_platform())
+        sized = correction_chains(int(start.particles.shape[0]), dim, particles_ran, layout_platform(),
+                                  1 if args.mesh is None else int(args.mesh.size))
         checks["chains"] = sized
+        corrector = args.corrector
+        if tails is not None and tails["heavy"] and corrector.min_steps < HEAVY_MIN_STEPS:
+            corrector = dataclasses.replace(corrector, min_steps=min(HEAVY_MIN_STEPS, corrector.max_steps))
+            checks["min_steps"] = {"min_steps": corrector.min_steps, "why": "heavy tails (stages['sizing'])"}
         if sized["chains"] < start.particles.shape[0]:  # draws of one normal: the first rows are as good as any
             start = Staged(particles=start.particles[: sized["chains"]], state=start.state, learnt=start.learnt)
         if args.transport is not None:
@@ -377,7 +397,7 @@ def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
             learnt = start.learnt["transport"]
             grads["transport"] = int(learnt["evaluations"])
             stages["transport"] = {k: v for k, v in learnt.items() if k not in ("affine", "bijection")}
-        stage = ledger.run("correction", lambda: args.corrector(tgt, start, key_correct))
+        stage = ledger.run("correction", lambda: corrector(tgt, start, key_correct))
         learnt = stage.learnt["correction"]
         grads["correction"] = int(learnt["evaluations"])
         chains = learnt["draws"]

@@ -164,8 +164,10 @@ def stein_identity(target, particles) -> np.ndarray:
     or improper direction gives 0 (module docstring)."""
     from steinax.targets.base import as_target, evaluate_compiled
 
+    from steinax.runtime.sharding import gather
+
     _, scores = evaluate_compiled(as_target(target), jax.random.key(0), particles)
-    x, s = np.asarray(particles, np.float64), np.asarray(scores, np.float64)
+    x, s = gather(particles).astype(np.float64), gather(scores).astype(np.float64)  # (multi-process: every row)
     return np.mean(s * (x - x.mean(axis=0)), axis=0)
 
 
