@@ -38,14 +38,14 @@ def test_the_ledger_is_the_count_on_every_stage():
 
 def test_the_ledger_is_the_count_where_the_particle_stage_is_skipped():
     """The same Gaussian with ``particles="auto"``: the warm start's normal is exact, the particle stage is skipped
-    (and absent from both), and the warm start's importance draws are in its count."""
+    (and absent from both), the warm start's importance draws are in its count and the tail probe's in its own."""
     with jax.enable_x64(True):
         target = Gaussian(jnp.array([3.0, -1.0, 0.5]), jnp.array([[4.0, 0.9, 0.0], [0.9, 1.0, 0.0], [0.0, 0.0, 0.01]]))
         init = jax.random.normal(jax.random.key(3), (24, 3), jnp.float64)
         res, counts = experiment.count(target, jax.random.key(0), init,
                                        corrector=HMCCorrection(warmup=30, round_steps=20, max_steps=200, min_ess=30))
     assert res.stages["particles"]["skipped"]
-    assert set(counts) == {"arguments", "warm_start", "checks", "correction", "total"}
+    assert set(counts) == {"arguments", "warm_start", "sizing", "checks", "correction", "total"}
     _compare(res, counts)
 
 

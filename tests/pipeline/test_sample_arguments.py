@@ -60,7 +60,7 @@ def test_a_numpyro_model_passed_as_it_is_is_named_with_the_wrapper():
 
 @pytest.mark.parametrize("kwargs, error, match", [
     ({"corrector": "chees"}, TypeError, "`corrector` must be an HMCCorrection"),
-    ({"particles": "no"}, TypeError, "`particles` must be True or False"),
+    ({"particles": "no"}, ValueError, "`particles` must be 'auto', True or False"),
     ({"warm_start": "laplace"}, TypeError, "`warm_start` must be"),
     ({"method": "svgd"}, TypeError, "`method` must be a steinax particle method"),
     ({"progress": "yes"}, ValueError, "`progress`"),

@@ -480,8 +480,10 @@ def searched(warm: dict | None) -> str:
             "paths did not reach is unseen")
 
 
-def tail_problems(chains: np.ndarray) -> list:
-    """Heavy tails among the correction's draws, as problems for the verdict: each coordinate's Pareto ``k``-hat
+def tail_problems(chains: np.ndarray, probe: dict | None = None) -> list:
+    """Heavy tails, as problems for the verdict: the tail probe's polynomial exponent where it is at most
+    :data:`~steinax.pipeline.sizing.NO_VARIANCE_EXPONENT` (``probe``: ``stages["sizing"]["tails"]``); else, among
+    the correction's draws, each coordinate's Pareto ``k``-hat
     (:func:`steinax.diagnostics.pareto.pareto_khat`, both tails, on at most 20,000 evenly thinned draws). From 1/2
     (:data:`~steinax.diagnostics.pareto.FINITE_VARIANCE_K`) the variance may not exist: the draws' sds, their MCSEs
     and ESS estimate nothing, so ``ok`` (which vouches for them) is false; the draws themselves may still be right
@@ -489,6 +491,13 @@ def tail_problems(chains: np.ndarray) -> list:
     :func:`~steinax.diagnostics.pareto.khat_threshold` the draws' means are unreliable too."""
     from steinax.diagnostics.pareto import FINITE_VARIANCE_K, khat_threshold, pareto_khat
 
+    from steinax.pipeline.sizing import NO_VARIANCE_EXPONENT
+
+    if probe is not None and probe.get("exponent", np.inf) <= NO_VARIANCE_EXPONENT:
+        return [f"heavy tails: along a ray from the warm start's centre the log-density falls like r^-"
+                f"{probe['exponent']:.2f} (at most r^-{NO_VARIANCE_EXPONENT:g}: a marginal with no finite variance, "
+                "steinax.pipeline.sizing.tail_probe), so the draws' sds, MCSEs and ESS estimate nothing; the draws "
+                "may still follow the target"]
     x = chains.reshape(-1, chains.shape[-1])
     x = x[np.unique(np.linspace(0, x.shape[0] - 1, min(x.shape[0], 20_000)).astype(int))]
     if x.shape[0] < 100:
@@ -510,7 +519,7 @@ def tail_problems(chains: np.ndarray) -> list:
 def _verdict(stages: dict, chains, flagged: bool) -> tuple[bool, str]:
     if chains is not None:
         c = stages["correction"]
-        problems, notes = tail_problems(np.asarray(chains)), []
+        problems, notes = tail_problems(np.asarray(chains), (stages.get("sizing") or {}).get("tails")), []
         failed = stages.get("particles", {}).get("failed")
         if failed:
             notes.append(f"the particle stage stopped ({failed.split(';')[0]}: a hard boundary of the support?) and "
