@@ -80,6 +80,7 @@ def test_next_check_projects_the_ess_and_otherwise_grows_geometrically():
     assert rule.next_check(20, 1.001, float("nan")) == 40
 
 
+@pytest.mark.slow  # ~22 s; the default suite keeps the skipped case (the module fixture)
 @pytest.mark.filterwarnings("ignore::steinax.particles.ConvergenceWarning")
 def test_the_particles_run_where_the_normal_is_a_poor_proposal():
     """Five log-gamma(1) coordinates (the log of an exponential variable): light, exponential tails on the left, so
@@ -149,6 +150,7 @@ def test_the_tail_probe_tells_polynomial_tails_from_light_ones():
     assert not box["heavy"] and box["evaluations"] == 6 * 4 + 1 and 4.0 < box["ratio"] < 16.0
 
 
+@pytest.mark.slow  # ~22 s; the known answers (slow) check t1.5 and the Cauchy end to end too
 @pytest.mark.filterwarnings("ignore::steinax.particles.ConvergenceWarning")
 def test_heavy_tails_turn_the_shortcuts_off():
     """A Student t with 1.5 degrees of freedom: the normal's importance k-hat over 400 draws misses its tails (0.22
