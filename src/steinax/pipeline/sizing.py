@@ -121,7 +121,8 @@ def particle_stage(setting, warm: dict | None, tails: dict | None = None) -> dic
 
     Example:
         >>> out = particle_stage("auto", {"method": "laplace", "optima": [{}], "importance": {"khat": 0.21, "draws": 400}})
-        >>> out["run"], round(out["evidence"]["threshold"], 3)
+        >>> evidence = out["evidence"]
+        >>> out["run"], round(evidence["threshold"], 3)
         (False, 0.616)
     """
     if setting is True or setting is False:
