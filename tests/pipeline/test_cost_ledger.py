@@ -32,7 +32,7 @@ def test_the_ledger_is_the_count_on_every_stage():
         init = jax.random.normal(jax.random.key(3), (24, 3), jnp.float64)
         res, counts = experiment.count(target, jax.random.key(0), init, particles=True,
                                        corrector=HMCCorrection(warmup=30, round_steps=20, max_steps=200, min_ess=30))
-    assert set(counts) == {"arguments", "warm_start", "particles", "checks", "correction", "total"}
+    assert set(counts) == {"arguments", "warm_start", "sizing", "particles", "checks", "correction", "total"}
     _compare(res, counts)
 
 

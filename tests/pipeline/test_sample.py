@@ -41,10 +41,10 @@ def test_every_stage_is_accounted_for(result):
     assert set(result.stage_draws) == {"warm_start", "particles"}
     assert result.particles.shape == (100, 3)
     g = result.gradient_evaluations
-    assert set(g) == {"arguments", "warm_start", "particles", "checks", "correction", "total"}
+    assert set(g) == {"arguments", "warm_start", "sizing", "particles", "checks", "correction", "total"}
     assert g["arguments"] == 100  # the starting points' log-densities, checked before any stage
     assert g["total"] == sum(v for k, v in g.items() if k != "total") and g["particles"] > 0
-    assert set(result.seconds) == {"warm_start", "particles", "checks", "correction", "total"}
+    assert set(result.seconds) == {"warm_start", "sizing", "particles", "checks", "correction", "total"}
     assert result.stages["correction"]["stopped"] == "converged"
     # the correction's start is recorded with both candidates' KSDs; on a Gaussian the Laplace normal is exact, so
     # its draws are no worse a start than the particles (either may win by sampling noise), and both are finite

@@ -147,19 +147,12 @@ def _importance(tgt, optima: list, fractions: np.ndarray, particles, logp: np.nd
                                 for o, k, c in zip(optima, keys, counts)])
         x = jnp.concatenate([particles, more])
         lp = np.concatenate([logp, np.asarray(logdensities(tgt, more), np.float64)])
-    logq = _mixture_logpdf(optima, fractions, x)
+    from steinax.targets.toys import GaussianMixture  # the one mixture log-density
+
+    q = GaussianMixture(fractions, jnp.stack([o["affine"].shift for o in optima]),
+                        jnp.stack([jnp.asarray(o["cov"]) for o in optima]))
+    logq = np.asarray(logdensities(q, x), np.float64)
     return {"khat": importance_khat(lp - logq), "draws": int(n + extra), "threshold": khat_threshold(n + extra)}
-
-
-def _mixture_logpdf(optima: list, fractions: np.ndarray, x) -> np.ndarray:
-    """``log sum_k f_k N(x; x*_k, Sigma_k)`` at each row of ``x`` (float64)."""
-    d = x.shape[1]
-    parts = []
-    for o, f in zip(optima, fractions):
-        z = np.asarray(o["affine"].inverse(x), np.float64)
-        parts.append(np.log(f) - 0.5 * np.sum(z * z, axis=1) - 0.5 * d * np.log(2 * np.pi)
-                     - float(o["affine"].log_det()))
-    return np.logaddexp.reduce(np.stack(parts), axis=0)
 
 
 def _mixture_map(means: list, covs: list, fractions: np.ndarray) -> AffineMap:

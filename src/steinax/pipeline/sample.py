@@ -9,7 +9,8 @@ The stages (each also callable alone, :mod:`steinax.pipeline`):
    affine map;
 2. **particles** (:class:`~steinax.pipeline.WhitenedParticles`): a particle method (default SVGD) until settled,
    in the coordinates that map whitens; skipped where the warm start's normal is measured to be a good importance
-   proposal (:func:`~steinax.pipeline.sizing.particle_stage`: Pareto k-hat of ``p / q`` below 1/2);
+   proposal and the tails are not polynomial (:func:`~steinax.pipeline.sizing.particle_stage`: Pareto k-hat of
+   ``p / q`` below PSIS's threshold; :func:`~steinax.pipeline.sizing.tail_probe`);
 3. **checks**: which hand-off the correction starts from, the warm start's draws or the particles, whichever has
    the smaller KSD in the warm start's whitened coordinates (:func:`~steinax.pipeline.choose_start`); the
    particles' log-densities against the bulk's (:func:`~steinax.pipeline.find_stragglers`) and, with
@@ -320,7 +321,7 @@ def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
 
     warm = stage
     tails = None
-    if args.warm_start is not None and args.particles == "auto":  # how heavy the tails are: evidence for the sizing
+    if args.warm_start is not None:  # how heavy the tails are: evidence for the sizing and the verdict, whatever `particles`
         affine = warm.learnt["warm_start"]["affine"]
         tails = ledger.run("sizing", lambda: tail_probe(tgt, affine))
         grads["sizing"] = int(tails["evaluations"])
