@@ -36,7 +36,8 @@ from _common import banner, pyplot, save_figure  # noqa: E402
 
 FIELDS = ("posterior", "d", "method", "seed", "n", "gradient_evaluations", "wall_s", "mean_error_max",
           "mean_error_median", "sd_ratio_median", "sd_ratio_min", "sd_ratio_max", "sinkhorn", "ok", "message", "correction_steps",
-          "rhat", "ess_bulk", "divergences", "draws_per_chain")
+          "rhat", "ess_bulk", "divergences", "draws_per_chain", "grads_by_stage", "decisions", "compile_s", "programs",
+          "cache")
 KEY = ("posterior", "method", "seed")
 PEERS = ("nuts", "nuts_fixed", "nutpie", "nutpie_flow")
 """The peers' rows: NumPyro NUTS as written and after its usual fixes (non-centred hierarchies, target acceptance
@@ -57,6 +58,10 @@ def main(argv=None):
     p.add_argument("--previous", default=None,
                    help="an earlier run's results.csv: its rows stand in the summary for posteriors this run has not "
                         "finished (all --seeds sample seeds), and the summary names them")
+    p.add_argument("--cache", default=None,
+                   help="a folder: each posterior's runs use JAX's persistent compilation cache in DIR/<posterior> "
+                        "(steinax.enable_compilation_cache): seed 0 fills it (a first call, cold), later seeds read "
+                        "it (a user's second script); rows say which (column `cache`)")
     p.add_argument("--summary-only", action="store_true", help="write summary.md and the figure from the rows; run nothing")
     p.add_argument("--in-process", action="store_true",
                    help="run every job in this process (default: each (posterior, seed) in a fresh one)")
@@ -77,11 +82,14 @@ def main(argv=None):
                 continue
             if not a.in_process:  # a fresh process per (posterior, seed): every run compiles, as a user's script does,
                 # and XLA's compiled code does not pile up (one process of many runs ran out of memory maps)
+                env = dict(os.environ)
+                if a.cache:  # read at `import steinax` in the fresh process
+                    env["STEINAX_COMPILATION_CACHE"] = os.path.abspath(os.path.join(a.cache, name))
                 subprocess.run([sys.executable, os.path.abspath(__file__), "--in-process", "--posteriors", name,
                                 "--seeds", str(a.seeds), "--nuts-seeds", str(nuts_seeds), "--only-seed", str(seed),
                                 "--peers", *a.peers,
                                 "--nuts-min-ess", str(a.nuts_min_ess), "--nuts-warmup", str(a.nuts_warmup),
-                                "--out", a.out], check=False)
+                                "--out", a.out], check=False, env=env)
                 continue
             if a.only_seed is not None and seed != a.only_seed:
                 continue
@@ -89,7 +97,7 @@ def main(argv=None):
     if a.only_seed is not None:
         return 0
     rows, note = merged_rows(read_rows(path), read_rows(a.previous) if a.previous else [], a.seeds, a.previous)
-    text = note + summary(rows)
+    text = note + summary(rows) + cost_summary(rows)
     atomic_write_text(os.path.join(a.out, "summary.md"), text)
     figure(rows, os.path.join(a.out, "sample_suite.png"))
     print(text)
@@ -142,7 +150,9 @@ def run_seed(name: str, seed: int, methods, done, path, nuts_min_ess: float = 10
             continue
         with jax.enable_x64(True):  # scoped: the caller's precision is left as it was
             if method == "sample:sample":
+                cache = _cache_state()
                 rows = sample_rows(name, seed)
+                rows[-1]["cache"] = cache
             elif method in ("nuts", "nuts_fixed"):
                 row = nuts_row if method == "nuts" else nuts_fixed_row
                 rows = [row(name, seed, min_ess=nuts_min_ess, warmup=nuts_warmup)]
@@ -154,6 +164,17 @@ def run_seed(name: str, seed: int, methods, done, path, nuts_min_ess: float = 10
                   f"{row['sd_ratio_median']:.3f} (min {row['sd_ratio_min']:.3f}), "
                   f"{row['gradient_evaluations']} grads, {row['wall_s']:.1f} s"
                   + (f", ok={row['ok']}" if row.get("ok") is not None else ""), flush=True)
+
+
+def _cache_state() -> str:
+    """``"off"``, or whether this process's persistent compilation cache held anything before the run (``"cold"``:
+    empty, a first call; ``"warm"``: an earlier process's programs)."""
+    from steinax.runtime.compilation_cache import ENV, cache_size
+
+    folder = os.environ.get(ENV)
+    if not folder:
+        return "off"
+    return "warm" if os.path.isdir(folder) and cache_size(folder) > 0 else "cold"
 
 
 def _clean(name: str) -> bool:
@@ -228,6 +249,70 @@ def summary(rows) -> str:
               f"runs called ok that miss the goal: {silent}. A peer cell's count in parentheses is its number of "
               "seeds where it differs from steinax.sample's."]
     return "\n".join(lines) + "\n"
+
+
+def _stage_grads(r) -> dict:
+    return {k: int(v) for k, v in (kv.split("=") for kv in (r.get("grads_by_stage") or "").split(";") if kv)}
+
+
+def cost_summary(rows) -> str:
+    """Issue 58's table: per posterior, ``steinax.sample``'s gradient evaluations per stage (median over seeds), what
+    the sizing decided, compile seconds and wall seconds of a first call (cache cold) and of a later one (cache warm),
+    beside NUTS's (the cheaper of NUTS as written and fixed: median gradient evaluations and wall seconds)."""
+    groups = collections.defaultdict(list)
+    for r in rows:
+        groups[(r["posterior"], r["method"])].append(r)
+    stage_names = ("reparam", "warm_start", "sizing", "particles", "checks", "correction")
+    lines = ["", "### Cost and sizing (issue 58)", "",
+             "Gradient evaluations per stage (median over seeds); the particle stage run or skipped on how many seeds; "
+             "the correction's chains; compile seconds and wall seconds of a first call (a fresh process, its cache "
+             "cold: seed 0) and of a later call (a fresh process reading the persistent compilation cache the first "
+             "filled: median over seeds 1-4); NUTS: the cheaper of NUTS as written and fixed (median gradient "
+             "evaluations, median wall seconds). Ratios are steinax.sample's over NUTS's.", "",
+             "| posterior | d | " + " | ".join(stage_names) + " | total | particles run | chains | compile s (first) | "
+             "wall first | wall cached | NUTS grads | NUTS wall | grads ratio | wall ratio first / cached | goal |",
+             "|---|---|" + "---|" * (len(stage_names) + 11)]
+    counts = collections.Counter()
+    for name in dict.fromkeys(r["posterior"] for r in rows):
+        g = [r for r in groups.get((name, "sample:sample"), []) if r.get("grads_by_stage")]
+        if not g:
+            continue
+        per = [_stage_grads(r) for r in g]
+        cells = [f"{np.median([p.get(k, 0) for p in per]):.3g}" for k in stage_names]
+        total = np.median([float(r["gradient_evaluations"]) for r in g])
+        ran = sum("particles run" in (r.get("decisions") or "") for r in g)
+        chains = sorted({c for r in g for c in [_chains(r)] if c})
+        first = [r for r in g if r.get("cache") in ("cold", "off") and str(r["seed"]) == "0"]
+        cached = [float(r["wall_s"]) for r in g if r.get("cache") == "warm"]
+        first_wall = float(first[0]["wall_s"]) if first else np.nan
+        compile_first = float(first[0]["compile_s"]) if first else np.nan
+        cached_wall = np.median(cached) if cached else np.nan
+        peers = [groups.get((name, m), []) for m in ("nuts", "nuts_fixed")]
+        nuts = [(np.median([float(r["gradient_evaluations"]) for r in pg]), np.median([float(r["wall_s"]) for r in pg]))
+                for pg in peers if pg]
+        nuts_grads, nuts_wall = min(nuts) if nuts else (np.nan, np.nan)
+        goal = all(meets_goal(r) for r in g)
+        grads_ratio, first_ratio, cached_ratio = total / nuts_grads, first_wall / nuts_wall, cached_wall / nuts_wall
+        if goal and _clean(name) and np.isfinite(grads_ratio):
+            counts["easy"] += 1
+            counts["grads"] += grads_ratio <= 1
+            counts["first"] += first_ratio <= 1
+            counts["cached"] += cached_ratio <= 0.5
+        lines.append(f"| {name} | {g[0]['d']} | " + " | ".join(cells) + f" | {total:.3g} | {ran}/{len(g)} | "
+                     f"{'/'.join(map(str, chains))} | {compile_first:.1f} | {first_wall:.0f} | {cached_wall:.0f} | "
+                     f"{nuts_grads:.3g} | {nuts_wall:.0f} | {grads_ratio:.2f} | {first_ratio:.2f} / {cached_ratio:.2f} | "
+                     f"{'met' if goal else 'not met'} |")
+    lines += ["", f"Of the {counts['easy']} posteriors with a clean reference where the accuracy goal is met on every "
+              f"seed and NUTS ran: gradient evaluations at most NUTS's on {counts['grads']}; a first call's wall time "
+              f"at most NUTS's on {counts['first']}; a cached call's at most half NUTS's on {counts['cached']}."]
+    return "\n".join(lines) + "\n"
+
+
+def _chains(r):
+    for part in (r.get("decisions") or "").split(";"):
+        if part.strip().startswith("chains "):
+            return int(part.split()[1])
+    return None
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ not extrapolated. Both run in float64, as real-data posteriors need (the suite's
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import jax
@@ -46,10 +47,11 @@ def sample_rows(name: str, seed: int, num_particles: int = 100, **kwargs) -> lis
 
     post = get(name)
     ref = post.reference()
-    t0 = time.perf_counter()
-    res = steinax.sample(post.target, rng_key=jax.random.key(seed), num_particles=num_particles, progress=False,
-                         **kwargs)
-    wall = time.perf_counter() - t0
+    with compile_seconds() as compiled:
+        t0 = time.perf_counter()
+        res = steinax.sample(post.target, rng_key=jax.random.key(seed), num_particles=num_particles, progress=False,
+                             **kwargs)
+        wall = time.perf_counter() - t0
     g, s = res.gradient_evaluations, res.seconds
     base = {"posterior": name, "d": post.dim, "seed": seed, "n": num_particles}
     rows = []
@@ -58,7 +60,10 @@ def sample_rows(name: str, seed: int, num_particles: int = 100, **kwargs) -> lis
             x, grads, secs = res.draws, g["total"], wall
             extra = {"ok": res.ok, "message": res.message, "correction_steps": res.stages.get("correction", {}).get("steps"),
                      "rhat": res.stages.get("correction", {}).get("rhat"),
-                     "ess_bulk": res.stages.get("correction", {}).get("ess_bulk")}
+                     "ess_bulk": res.stages.get("correction", {}).get("ess_bulk"),
+                     "grads_by_stage": ";".join(f"{k}={v}" for k, v in g.items() if k != "total"),
+                     "decisions": decisions(res.stages), "compile_s": round(compiled["seconds"], 2),
+                     "programs": compiled["programs"]}
         elif stage in res.stage_draws:
             upto = STAGES[: STAGES.index(stage) + 1]
             x = res.stage_draws[stage]
@@ -69,6 +74,56 @@ def sample_rows(name: str, seed: int, num_particles: int = 100, **kwargs) -> lis
         rows.append({**base, "method": f"sample:{stage}", "gradient_evaluations": int(grads), "wall_s": round(secs, 2),
                      **scores(x, ref), **extra})
     return rows
+
+
+def decisions(stages: dict) -> str:
+    """What ``steinax.sample``'s sizing decided on one run, in one cell: the particle stage run or skipped and why
+    (k-hat of the warm start's normal as an importance proposal, tails), the correction's chains, its checks
+    (transitions per chain at each) and why it stopped."""
+    parts = []
+    decision = stages.get("particles", {}).get("decision") or {}
+    if decision:
+        khat = (decision.get("evidence") or {}).get("khat")
+        reason = f"k-hat {khat:.2f}" if khat is not None and np.isfinite(khat) else decision.get("why", "")[:40]
+        if (stages.get("sizing") or {}).get("tails", {}).get("heavy"):
+            reason += " heavy tails"
+        parts.append(f"particles {'run' if decision.get('run') else 'skipped'} ({reason})")
+    chains = (stages.get("checks") or {}).get("chains") or {}
+    if chains:
+        parts.append(f"chains {chains.get('chains')}")
+    correction = stages.get("correction") or {}
+    if correction:
+        checks = " ".join(str(c.get("steps")) for c in correction.get("checks", []))
+        parts.append(f"checks at {checks}: {correction.get('stopped')}")
+    return "; ".join(parts).replace(",", " ")
+
+
+@contextlib.contextmanager
+def compile_seconds():
+    """Within the block: ``{"seconds": JAX's compilation time (tracing, lowering, XLA's compile), "programs": XLA
+    programs compiled}`` from ``jax.monitoring`` (the listener stays registered; it counts only inside a block)."""
+    out = {"seconds": 0.0, "programs": 0}
+    _ACTIVE.append(out)
+    if not _LISTENING:
+        jax.monitoring.register_event_duration_secs_listener(_listen)
+        _LISTENING.append(True)
+    try:
+        yield out
+    finally:
+        _ACTIVE.remove(out)
+
+
+_ACTIVE: list = []
+_LISTENING: list = []
+
+
+def _listen(event, secs, **kwargs):
+    from steinax.posteriors.yardstick.pipeline import COMPILE_EVENTS
+
+    for out in _ACTIVE:
+        if event in COMPILE_EVENTS:
+            out["seconds"] += secs
+            out["programs"] += event == COMPILE_EVENTS[-1]
 
 
 def nuts_row(name: str, seed: int, min_ess: float = 1000.0, warmup: int = 1000, block: int = 1000,
