@@ -24,9 +24,9 @@ import jax
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _common import banner, barh_figure, write_csv_atomically  # noqa: E402
 
-STAGE_OF = (("check_sample_arguments", "arguments"), ("_warm_evaluations", "warm_start"),
-            ("LaplaceStart", "warm_start"), ("PathfinderStart", "warm_start"), ("WhitenedParticles", "particles"),
-            ("run_checks", "checks"), ("tail_probe", "sizing"), ("HMCCorrection", "correction"))
+STAGE_OF = (("check_sample_arguments", "arguments"), ("LaplaceStart", "warm_start"), ("PathfinderStart", "warm_start"),
+            ("WhitenedParticles", "particles"), ("HandoffChecks", "checks"), ("TailProbe", "sizing"),
+            ("HMCCorrection", "correction"))
 BOUND = 0.01
 
 

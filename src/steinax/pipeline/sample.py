@@ -53,18 +53,16 @@ import numpy as np
 from steinax._platform import layout_platform
 from steinax.particles.loop.interrupt import interrupt_scope
 from steinax.particles.loop.options import RunOptions
-from steinax.particles.loop.result import NonFiniteError
 from steinax.particles.loop.settle import ConvergenceWarning
 from steinax.particles.loop.stages import AbstractStage, Staged, StageInterrupted
 from steinax.pipeline.arguments import CORRECTIONS, check_sample_arguments
 from steinax.pipeline.correction import HMCCorrection
 from steinax.pipeline.divergences import divergence_problem
-from steinax.pipeline.handoff import choose_start
-from steinax.pipeline.sizing import HEAVY_MIN_STEPS, correction_chains, particle_stage, tail_probe
-from steinax.pipeline.stragglers import find_stragglers
+from steinax.pipeline.checks import HandoffChecks
+from steinax.pipeline.sizing import SizedParticles, TailProbe
 from steinax.pipeline.whitened import WhitenedParticles
 from steinax.runtime.sharding import gather
-from steinax.targets.base import as_target, logdensities
+from steinax.targets.base import as_target
 
 __all__ = ["sample", "SampleResult", "SampleInterrupted", "CORRECTIONS"]
 
@@ -157,6 +155,13 @@ class SampleInterrupted(KeyboardInterrupt):
         self.stage, self.where, self.result = stage, where, result
 
 
+_DRAWS_OF = ("warm_start", "particles")
+"""The stages whose points are :attr:`SampleResult.stage_draws`."""
+
+_HANDED_ON = ("affine", "map", "draws", "weights", "reparameterised", "result", "results", "bijection", "start_points")
+"""What stages learn for the next ones (maps, arrays, run results) and :attr:`SampleResult.stages` does not hold."""
+
+
 class _Ledger:
     """What :func:`sample` has done so far: per stage its seconds, its evaluations of the target (the one cost
     ledger: each stage reports ``learnt["evaluations"]``, counted where they are made) and what it found; the latest
@@ -168,6 +173,34 @@ class _Ledger:
         self.points, self.particles, self.chains = np.asarray(args.init), None, None
         self.back = None  # the reparameterisation's map to the target's own coordinates, once one is in place
         self.grads["arguments"] = int(args.init.shape[0])  # the starting points' log-densities, checked
+        self.points_before_checks = self.points
+
+    def stage(self, stage: AbstractStage, target, start: Staged, rng_key) -> Staged:
+        """``stage(target, start, rng_key)`` run (:meth:`run`) and booked, the one bookkeeping of every stage: its
+        evaluations (``learnt[name]["evaluations"]``, plus ``"hessian_evaluations"``: a warm start's Hessians count
+        ``d`` each), what it learnt (without the maps, arrays and results in :data:`_HANDED_ON`) and, for the stages
+        in :data:`_DRAWS_OF`, its points. A stage that did not run learns nothing and is not booked; a skipped one
+        (``"skipped"``) is recorded with its decision but costs nothing."""
+        name = stage.name
+        out = self.run(name, lambda: stage(target, start, rng_key))
+        learnt = out.learnt.get(name) if out is not start else None
+        if learnt is None:
+            self.seconds.pop(name, None)
+            return out
+        self.stages[name] = {k: v for k, v in learnt.items() if k not in _HANDED_ON}
+        if learnt.get("skipped"):
+            self.seconds.pop(name, None)
+            return out
+        self.grads[name] = int(learnt.get("evaluations", 0)) + int(learnt.get("hessian_evaluations", 0))
+        if name == "reparam" or (name in _DRAWS_OF and not learnt.get("failed")):
+            self.points = np.asarray(out.particles)
+            if name in _DRAWS_OF:
+                self.stage_draws[name] = self.points
+            if name == "particles":
+                self.particles = self.points
+        if name != "checks" and name not in ("transport", "correction"):
+            self.points_before_checks = self.points
+        return out
 
     def run(self, name: str, fn):
         """``fn()`` as stage ``name``, timed; Ctrl-C before it, during it (its stage's own partial result) or as it
@@ -183,8 +216,7 @@ class _Ledger:
             draws = err.learnt.get("draws")
             if draws is not None and draws.shape[1]:
                 self.chains = draws
-            self.stages[name] = {k: v for k, v in err.learnt.items()
-                                 if k not in ("draws", "affine", "result", "results")}
+            self.stages[name] = {k: v for k, v in err.learnt.items() if k not in _HANDED_ON}
             raise self.interrupted(name, err.where) from None
         finally:  # a stage that raised (a non-finite particle stage the correction goes on from) is timed too
             self.seconds[name] = time.perf_counter() - t0
@@ -289,123 +321,76 @@ def sample(target, *, rng_key: jax.Array, num_particles: int | None = None, init
     return result
 
 
-def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
-    """The stages in order (module docstring), each recording into ``ledger``."""
+def _route(args, rng_key) -> list:
+    """The stages :func:`sample` runs, in order, each with its key (module docstring): ``sample`` is this chain.
+    Stages that size or skip themselves decide from what the earlier ones learnt (:mod:`steinax.pipeline.sizing`,
+    :class:`~steinax.pipeline.checks.HandoffChecks`); the correction and a transport run where the checks chose one."""
     from steinax.particles import svgd
 
-    tgt = args.target
-    key_warm, key_particles, key_checks, key_correct = jax.random.split(jax.random.fold_in(rng_key, 1), 4)
-    key_transport, key_reparam = jax.random.fold_in(rng_key, 2), jax.random.fold_in(rng_key, 3)
-    stage = Staged(particles=args.init)
-    dim = int(stage.particles.shape[1])
-    grads, stages, stage_draws = ledger.grads, ledger.stages, ledger.stage_draws
+    keys = _keys(rng_key)
+    whitened = WhitenedParticles(args.method if args.method is not None else svgd(), steps=None,
+                                 options=RunOptions(progress=args.progress))
+    corrector = args.corrector
+    route = []
+    if args.reparam is not None and args.reparam.applies(args.target):  # every later stage in the learned coordinates
+        route.append((args.reparam, keys["reparam"]))
+    if args.warm_start is not None:
+        route += [(args.warm_start, keys["warm_start"]), (TailProbe(), keys["warm_start"])]  # the probe: evidence, whatever `particles`
+    route += [(SizedParticles(whitened, args.particles, "raise" if args.correction == "never" else "continue",
+                              args.mesh), keys["particles"]),
+              (HandoffChecks(args.correction, layout_platform(), 1 if args.mesh is None else int(args.mesh.size),
+                             corrector.min_steps, corrector.max_steps), keys["checks"])]
+    if args.transport is not None:
+        route.append((_IfCorrecting(args.transport), keys["transport"]))
+    route.append((_IfCorrecting(corrector), keys["correction"]))
+    return route
 
-    reparameterised = None
-    if args.reparam is not None and args.reparam.applies(tgt):  # every later stage runs in the learned coordinates; the draws are mapped back
-        stage = ledger.run("reparam", lambda: args.reparam(tgt, stage, key_reparam))
-        learnt = stage.learnt["reparam"]
-        grads["reparam"] = int(learnt["evaluations"])
-        stages["reparam"] = {k: v for k, v in learnt.items() if k != "reparameterised"}
-        reparameterised = learnt["reparameterised"]
-        if reparameterised is not None:
+
+def _keys(rng_key) -> dict:
+    """Each stage's key, from :func:`sample`'s ``rng_key``."""
+    warm, particles, checks, correction = jax.random.split(jax.random.fold_in(rng_key, 1), 4)
+    return {"warm_start": warm, "particles": particles, "checks": checks, "correction": correction,
+            "transport": jax.random.fold_in(rng_key, 2), "reparam": jax.random.fold_in(rng_key, 3)}
+
+
+class _IfCorrecting(AbstractStage):
+    """``stage`` where the checks chose a correction (their ``"correct"``), with the ``min_steps`` they sized (heavy
+    tails); otherwise it does not run and learns nothing."""
+
+    stage: AbstractStage
+
+    @property
+    def name(self) -> str:
+        return self.stage.name
+
+    def apply(self, target, start: Staged, rng_key) -> Staged:
+        checks = start.learnt.get("checks") or {}
+        if not checks.get("correct"):
+            return start
+        stage = self.stage
+        if "min_steps" in checks and isinstance(stage, HMCCorrection):
+            stage = dataclasses.replace(stage, min_steps=checks["min_steps"]["min_steps"])
+        return stage(target, start, rng_key)
+
+
+def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
+    """The route's stages in order (:func:`_route`), each booked by ``ledger``; the answer in the target's own
+    coordinates, judged (:func:`_verdict`)."""
+    tgt = args.target  # normalised once, by the argument check: every stage receives this target (or the learned one)
+    start = Staged(particles=args.init)
+    for stage, key in _route(args, rng_key):
+        start = ledger.stage(stage, tgt, start, key)
+        if stage.name == "reparam" and start.learnt["reparam"]["reparameterised"] is not None:
+            reparameterised = start.learnt["reparam"]["reparameterised"]
             tgt = reparameterised.target
             ledger.back = reparameterised.draws_to_original_numpy  # every later point is in the learned coordinates
-            ledger.points = np.asarray(stage.particles)
-
-    if args.warm_start is not None:
-        stage = ledger.run("warm_start", lambda: args.warm_start(tgt, stage, key_warm))
-        learnt = stage.learnt["warm_start"]
-        grads["warm_start"] = _warm_evaluations(learnt)
-        stages["warm_start"] = {k: v for k, v in learnt.items() if k not in ("affine", "map")}
-        stage_draws["warm_start"] = ledger.points = np.asarray(stage.particles)
-
-    warm = stage
-    tails = None
-    if args.warm_start is not None:  # how heavy the tails are: evidence for the sizing and the verdict, whatever `particles`
-        affine = warm.learnt["warm_start"]["affine"]
-        tails = ledger.run("sizing", lambda: tail_probe(tgt, affine))
-        grads["sizing"] = int(tails["evaluations"])
-        stages["sizing"] = {"tails": tails}
-    decision = particle_stage(args.particles, stages.get("warm_start"), tails)
-    if not decision["run"]:
-        stages["particles"] = {"skipped": True, "decision": decision}
-    if decision["run"]:
-        whitened = WhitenedParticles(args.method if args.method is not None else svgd(), steps=None,
-                                     options=RunOptions(progress=args.progress))
-        try:
-            stage = ledger.run("particles", lambda: whitened(tgt, warm, key_particles))
-        except NonFiniteError as err:
-            if args.correction == "never":
-                raise
-            # SVGD's steps know no boundary: on a target with hard support (log-density -inf outside) particles step
-            # out. The correction's Metropolis step rejects such moves: it starts from the warm start instead
-            grads["particles"] = int(err.result.evaluations or 0)
-            stages["particles"] = {"steps": int(err.step), "converged": False, "failed": str(err), "decision": decision}
-        else:
-            learnt = stage.learnt["particles"]
-            grads["particles"] = int(learnt["evaluations"])
-            result = learnt["result"]
-            stages["particles"] = {"steps": int(result.state.step), "converged": result.converged,
-                                   "stein_identity": (result.convergence or {}).get("stein_identity"),
-                                   "decision": decision}
-            # every row on every process (a multi-process mesh splits them): the checks and the hand-off read them all
-            stage = Staged(particles=jnp.asarray(gather(stage.particles)), state=stage.state, learnt=stage.learnt)
-            stage_draws["particles"] = ledger.points = ledger.particles = np.asarray(stage.particles)
-
-    handoff = stage
-    particles_ran = "particles" in stage_draws
-    checks, flagged = {}, [False]
-
-    def run_checks():
-        spent = 0
-        if particles_ran and args.warm_start is not None:  # the correction's start: the hand-off with the smaller KSD
-            chosen, ksds = choose_start(tgt, {"warm_start": warm.particles, "particles": handoff.particles},
-                                        warm.learnt["warm_start"]["affine"])
-            checks.update(start=chosen, start_ksd=ksds)
-            spent += int(warm.particles.shape[0] + handoff.particles.shape[0])
-        logd = np.asarray(logdensities(tgt, handoff.particles))
-        named = find_stragglers(logd, dim).tolist()
-        checks["stragglers"] = named
-        spent += int(logd.size)
-        flagged[0] = bool(named)
-        if args.correction != "always":  # no correction may run: the answer's own checks
-            from steinax.diagnostics.quality import sample_quality
-
-            quality = sample_quality(handoff.particles, tgt, spread=True, rng_key=key_checks)
-            checks.update(collapsed=bool(quality.collapsed), flagged=bool(quality.flagged),
-                          ksd=float(quality.discrepancy))
-            spent += _quality_evaluations(quality, int(handoff.particles.shape[0]))
-            flagged[0] = flagged[0] or bool(quality.flagged)
-        grads["checks"] = spent
-
-    stages["checks"] = checks
-    ledger.run("checks", run_checks)
-
-    chains = weights = None
-    if args.correction == "always" or (args.correction == "auto" and flagged[0]):
-        start = warm if checks.get("start") == "warm_start" else handoff
-        sized = correction_chains(int(start.particles.shape[0]), dim, particles_ran, layout_platform(),
-                                  1 if args.mesh is None else int(args.mesh.size))
-        checks["chains"] = sized
-        corrector = args.corrector
-        if tails is not None and tails["heavy"] and corrector.min_steps < HEAVY_MIN_STEPS:
-            corrector = dataclasses.replace(corrector, min_steps=min(HEAVY_MIN_STEPS, corrector.max_steps))
-            checks["min_steps"] = {"min_steps": corrector.min_steps, "why": "heavy tails (stages['sizing'])"}
-        if sized["chains"] < start.particles.shape[0]:  # draws of one normal: the first rows are as good as any
-            start = Staged(particles=start.particles[: sized["chains"]], state=start.state, learnt=start.learnt)
-        if args.transport is not None:
-            start = ledger.run("transport", lambda: args.transport(tgt, start, key_transport))
-            learnt = start.learnt["transport"]
-            grads["transport"] = int(learnt["evaluations"])
-            stages["transport"] = {k: v for k, v in learnt.items() if k not in ("affine", "bijection")}
-        stage = ledger.run("correction", lambda: corrector(tgt, start, key_correct))
-        learnt = stage.learnt["correction"]
-        grads["correction"] = int(learnt["evaluations"])
-        chains = learnt["draws"]
-        weights = learnt["weights"]
-        stages["correction"] = {k: v for k, v in learnt.items() if k not in ("draws", "affine", "weights")}
-
-    particles_out = np.asarray(handoff.particles)
+    stages, stage_draws = ledger.stages, ledger.stage_draws
+    dim = int(args.init.shape[1])
+    correction = start.learnt.get("correction")
+    chains = None if correction is None else correction["draws"]
+    weights = None if correction is None else correction["weights"]
+    particles_out = ledger.points_before_checks
+    reparameterised = (start.learnt.get("reparam") or {}).get("reparameterised")
     if reparameterised is not None:  # the answer in the target's own coordinates (chains, particles, stage draws)
         back = reparameterised.draws_to_original_numpy
         chains = None if chains is None else back(chains)
@@ -414,12 +399,13 @@ def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
             rhat_user, ess_user, passed = args.corrector.judge(chains, np.asarray(stages["correction"]["superchains"]))
             stages["correction"]["user_coordinates"] = {"rhat": rhat_user, "ess_bulk": ess_user, "passed": passed}
         stage_draws.update({k: back(v) for k, v in stage_draws.items()})
-        tgt = args.target
-    ok, message = _verdict(stages, chains, flagged[0])
+    tgt = args.target
+    ok, message = _verdict(stages, chains, stages["checks"]["flagged_any"])
     message = f"{message}; {searched(stages.get('warm_start'))}{reparameterised_clause(stages.get('reparam'))}"
     draws = chains.reshape(-1, dim) if chains is not None else particles_out
     if weights is not None:
-        draws = draws[_systematic(weights, jax.random.fold_in(key_correct, 1))]
+        draws = draws[_systematic(weights, jax.random.fold_in(_keys(rng_key)["correction"], 1))]
+    grads = ledger.grads
     grads["total"] = int(sum(v for k, v in grads.items() if k != "total"))
     ledger.seconds["total"] = time.perf_counter() - ledger.t_start
     return SampleResult(draws=draws, samples=tgt.postprocess(jnp.asarray(draws)), chains=chains,
@@ -436,20 +422,6 @@ def reparameterised_clause(learnt: dict | None) -> str:
     return (f"; the stages ran with hierarchical sites decentred by a learned centredness (mean per site, 1 = as "
             f"written: {parts}), and the draws are mapped back to the model's coordinates (the rule was judged in "
             "both)")
-
-
-def _warm_evaluations(learnt: dict) -> int:
-    """A warm start's evaluations: what it counted (``learnt["evaluations"]``: L-BFGS's line-search steps for
-    :class:`LaplaceStart`; Pathfinder's iterations, at least one evaluation each, and its ELBO draws), each Hessian
-    as ``d``."""
-    return int(learnt.get("evaluations", 0)) + int(learnt.get("hessian_evaluations", 0))
-
-
-def _quality_evaluations(quality, n: int) -> int:
-    """:func:`steinax.diagnostics.sample_quality`'s evaluations: the draws once, then what its collapse and mode
-    checks report they made."""
-    return n + sum(int(getattr(check, "evaluations", 0)) for check in (quality.relaxation, quality.modes)
-                   if check is not None)
 
 
 def _systematic(weights: np.ndarray, rng_key) -> np.ndarray:

@@ -43,12 +43,16 @@ bulk ESS the rule asks for is pooled over chains, so fewer chains cost no more d
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from steinax.diagnostics.pareto import khat_threshold
+from steinax.particles.loop.result import NonFiniteError
+from steinax.particles.loop.stages import AbstractStage, Staged
 
-__all__ = ["particle_stage", "correction_chains", "tail_probe", "PARTICLE_SETTINGS", "CPU_CHAINS", "HEAVY_MIN_STEPS",
-           "NO_VARIANCE_EXPONENT"]
+__all__ = ["particle_stage", "correction_chains", "tail_probe", "TailProbe", "SizedParticles", "PARTICLE_SETTINGS",
+           "CPU_CHAINS", "HEAVY_MIN_STEPS", "NO_VARIANCE_EXPONENT"]
 
 HEAVY_MIN_STEPS = 100
 """Transitions per chain before the correction's first check where the tails look heavy (module docstring)."""
@@ -172,3 +176,60 @@ def correction_chains(n: int, d: int, particles_ran: bool, platform: str, device
     return {"chains": chains, "why": f"on a CPU each chain's warm-up is paid in full: max({CPU_CHAINS}, d = {d}) draws "
                                      f"of the warm start's normal, at most {n}"
                                      + (f", a multiple of the {devices} devices" if devices > 1 else "")}
+
+
+class TailProbe(AbstractStage):
+    """:func:`tail_probe` as a stage of :func:`steinax.sample`, along the rays of the warm start's map (its learnt
+    ``"affine"``): learns ``{"tails": the probe, "evaluations"}``; the points pass through unchanged."""
+
+    name: ClassVar[str] = "sizing"
+
+    def apply(self, target, start: Staged, rng_key) -> Staged:
+        tails = tail_probe(target, start.learnt["warm_start"]["affine"])
+        return Staged(particles=start.particles, state=start.state,
+                      learnt={**start.learnt, self.name: {"tails": tails, "evaluations": tails["evaluations"]}})
+
+
+class SizedParticles(AbstractStage):
+    """The particle stage (``whitened``, a :class:`~steinax.pipeline.WhitenedParticles`) where :func:`particle_stage`
+    says it runs, from what the warm start and the tail probe learnt (``setting``: ``"auto"``, ``True`` or
+    ``False``); ``mesh``: the points it hands on are gathered from its devices (every row on every process).
+
+    Learns ``{"decision": particle_stage's, and where it ran "steps", "converged", "stein_identity", "start_points" (the
+    points it started from), "result", "results", "affine", "evaluations"; where skipped "skipped": True}``. A run
+    that stops on a non-finite value (SVGD's steps know no boundary: on a target with hard support particles step
+    out) hands on the points it started from, with ``"failed"`` (the error) and ``"converged": False``, where
+    ``on_failure`` is ``"continue"`` (a correction follows: its Metropolis step rejects such moves); with
+    ``"raise"`` the error propagates."""
+
+    name: ClassVar[str] = "particles"
+    whitened: AbstractStage
+    setting: object = "auto"
+    on_failure: str = "continue"
+    mesh: object = None
+
+    def apply(self, target, start: Staged, rng_key) -> Staged:
+        import jax.numpy as jnp
+
+        from steinax.runtime.sharding import gather
+
+        tails = (start.learnt.get("sizing") or {}).get("tails")
+        decision = particle_stage(self.setting, start.learnt.get("warm_start"), tails)
+        if not decision["run"]:
+            return Staged(particles=start.particles, state=start.state,
+                          learnt={**start.learnt, self.name: {"skipped": True, "decision": decision}})
+        try:
+            out = self.whitened(target, start, rng_key)
+        except NonFiniteError as err:
+            if self.on_failure == "raise":
+                raise
+            failed = {"steps": int(err.step), "converged": False, "failed": str(err), "decision": decision,
+                      "evaluations": int(err.result.evaluations or 0)}
+            return Staged(particles=start.particles, state=start.state, learnt={**start.learnt, self.name: failed})
+        learnt = out.learnt[self.whitened.name]
+        result = learnt["result"]
+        ran = {**learnt, "steps": int(result.state.step), "converged": result.converged,
+               "stein_identity": (result.convergence or {}).get("stein_identity"), "decision": decision,
+               "start_points": start.particles}
+        return Staged(particles=jnp.asarray(gather(out.particles)), state=out.state,
+                      learnt={**out.learnt, self.name: ran})
