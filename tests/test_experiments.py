@@ -72,6 +72,7 @@ TINY = {
                                 "--nuts-min-ess", "50"],
     "posteriors/importance_correction.py": ["--posteriors", "banana", "--seeds", "1"],
     "posteriors/compile_share.py": ["--posteriors", "banana"],
+    "posteriors/gpu_estimate.py": ["--posteriors", "banana", "--chains", "16"],
     "posteriors/yardstick.py": ["--posteriors", "banana", "--chains", "16", "--steps", "20", "--warmup", "30",
                                 "--in-process"],
     "posteriors/straggler_calibration.py": ["--posteriors", "banana", "lake_huron_trend", "--subsets", "5"],

@@ -174,6 +174,8 @@ def main(argv=None):
            {"posteriors": len(a.posteriors), "chains": a.chains, "samplers": a.samplers, "seeds": a.seeds,
             "MCMC peers": f"{a.warmup} adaptation steps, then {a.steps} transitions (the cap)",
             "timeout": f"{a.timeout} s per run", "out": a.out, "devices": jax.devices(),
+            "matmul precision": jax.config.jax_default_matmul_precision or "JAX's default (float64 dots are float64; "
+                                "float32 ones may use TF32 on a GPU)",
             "jax": jax.__version__})
     done = {tuple(str(r[k]) for k in KEY) for r in read_rows(path)}
     for name in ([] if a.summary_only else a.posteriors):

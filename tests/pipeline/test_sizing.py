@@ -2,6 +2,8 @@
 warm start's normal is a good importance proposal, with the evidence recorded; run where it is not; fewer chains on a
 CPU where the particles were skipped; the correction stopped at the ESS asked for, not at a floor of transitions."""
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -166,3 +168,31 @@ def test_heavy_tails_turn_the_shortcuts_off():
     assert res.gradient_evaluations["sizing"] == res.stages["sizing"]["tails"]["evaluations"]
     assert res.chains.shape[0] == 100 and res.stages["correction"]["checks"][0]["steps"] >= HEAVY_MIN_STEPS
     assert not res.ok and "heavy tails" in res.message
+
+
+def test_the_target_is_normalised_once_at_the_door(monkeypatch):
+    """A plain log-density is wrapped into a target once, by the argument check; every stage of the route receives
+    that target (each stage's own ``as_target``, there so it can be called alone, returns it unchanged)."""
+    import importlib
+
+    from steinax.targets import base
+
+    wrapped = []
+    real = base.as_target
+
+    def counting(target):
+        if not isinstance(target, base.AbstractTarget):
+            wrapped.append(type(target).__name__)
+        return real(target)
+
+    for module in ("steinax.targets.base", "steinax.pipeline.arguments", "steinax.pipeline.correction",
+                   "steinax.pipeline.laplace", "steinax.pipeline.sample"):
+        monkeypatch.setattr(importlib.import_module(module), "as_target", counting)
+    logp = lambda x: -0.5 * jnp.sum(x**2)  # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = steinax.sample(logp, rng_key=jax.random.key(0), init=jax.random.normal(jax.random.key(1), (32, 2)),
+                             progress=False, corrector=HMCCorrection(warmup=30, round_steps=20, max_steps=200,
+                                                                     min_ess=30))
+    assert {"warm_start", "sizing", "checks", "correction"} <= set(res.stages)
+    assert wrapped == ["function"]
