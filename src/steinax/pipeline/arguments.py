@@ -168,6 +168,14 @@ def check_sample_arguments(target, *, rng_key, num_particles, init, method, warm
     check_target(tgt, jax.random.key(0), x[:2], "target")
     logd = np.asarray(logdensities(tgt, x))
     bad = np.flatnonzero(~np.isfinite(logd))
+    if bad.size and init is None:  # the default starts: say where they came from, and how to give others
+        made = ("target.init_particles (uniform on (-2, 2) in unconstrained coordinates, rows that were not finite "
+                "drawn again around the model's own initial point)" if hasattr(tgt, "init_particles")
+                else "N(0, I)")
+        raise ValueError(f"no finite start: the target's log-density is not finite at {bad.size} of the {x.shape[0]} "
+                         f"default starting points, from {made}; values {logd[bad[:3]].tolist()}. Pass starting points "
+                         "inside the support with `init=`, e.g. init=x0 + 0.01 * jax.random.normal(key, (100, d)) "
+                         "for a point x0 ([d], unconstrained) where the log-density is finite")
     if bad.size:
         raise ValueError(f"`init`: the target's log-density is not finite at rows {bad[:10].tolist()}"
                          f"{' ...' if bad.size > 10 else ''} ({bad.size} of {x.shape[0]}; values "

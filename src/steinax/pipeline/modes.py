@@ -72,7 +72,9 @@ def bhattacharyya(mu_a, cov_a, mu_b, cov_b) -> float:
     _, logdet = np.linalg.slogdet(s)
     _, logdet_a = np.linalg.slogdet(cov_a)
     _, logdet_b = np.linalg.slogdet(cov_b)
-    d_b = diff @ np.linalg.solve(s, diff) / 8.0 + 0.5 * (logdet - 0.5 * (logdet_a + logdet_b))
+    # lstsq, not solve: a group of stuck chains (every draw equal) has a singular fit; its logdets are then -inf, the
+    # coefficient NaN, and the groups merge (a degenerate fit is no evidence of a separate mode)
+    d_b = diff @ np.linalg.lstsq(s, diff, rcond=None)[0] / 8.0 + 0.5 * (logdet - 0.5 * (logdet_a + logdet_b))
     return float(np.exp(-d_b))
 
 

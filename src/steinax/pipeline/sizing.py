@@ -48,7 +48,7 @@ from typing import ClassVar
 import numpy as np
 
 from steinax.diagnostics.pareto import khat_threshold
-from steinax.particles.loop.result import NonFiniteError
+from steinax.particles.loop.result import NonFiniteError, NonFiniteStart
 from steinax.particles.loop.stages import AbstractStage, Staged
 
 __all__ = ["particle_stage", "correction_chains", "tail_probe", "TailProbe", "SizedParticles", "PARTICLE_SETTINGS",
@@ -199,8 +199,9 @@ class SizedParticles(AbstractStage):
     points it started from), "result", "results", "affine", "evaluations"; where skipped "skipped": True}``. A run
     that stops on a non-finite value (SVGD's steps know no boundary: on a target with hard support particles step
     out) hands on the points it started from, with ``"failed"`` (the error) and ``"converged": False``, where
-    ``on_failure`` is ``"continue"`` (a correction follows: its Metropolis step rejects such moves); with
-    ``"raise"`` the error propagates."""
+    ``on_failure`` is ``"continue"`` (a correction follows: its Metropolis step rejects such moves); so does one
+    whose start is not finite in the whitened coordinates (:class:`~steinax.particles.loop.result.NonFiniteStart`:
+    float32 rounding of a map fitted to a posterior in raw units, issue 59). With ``"raise"`` the error propagates."""
 
     name: ClassVar[str] = "particles"
     whitened: AbstractStage
@@ -220,11 +221,12 @@ class SizedParticles(AbstractStage):
                           learnt={**start.learnt, self.name: {"skipped": True, "decision": decision}})
         try:
             out = self.whitened(target, start, rng_key)
-        except NonFiniteError as err:
+        except (NonFiniteError, NonFiniteStart) as err:
             if self.on_failure == "raise":
                 raise
-            failed = {"steps": int(err.step), "converged": False, "failed": str(err), "decision": decision,
-                      "evaluations": int(err.result.evaluations or 0)}
+            spent = int(err.result.evaluations or 0) if isinstance(err, NonFiniteError) else int(start.particles.shape[0])
+            failed = {"steps": int(getattr(err, "step", 0)), "converged": False, "failed": str(err), "decision": decision,
+                      "evaluations": spent}
             return Staged(particles=start.particles, state=start.state, learnt={**start.learnt, self.name: failed})
         learnt = out.learnt[self.whitened.name]
         result = learnt["result"]

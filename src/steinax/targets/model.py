@@ -28,7 +28,11 @@ from jax.flatten_util import ravel_pytree
 
 from steinax.targets.base import AbstractTarget
 
-__all__ = ["ModelTarget", "flat_site_layout"]
+__all__ = ["ModelTarget", "flat_site_layout", "RESPREAD"]
+
+RESPREAD = (10.0, 100.0, 1000.0, float("inf"))
+"""How much :meth:`ModelTarget.init_particles` shrinks the uniform offsets around ``init_position`` for a start whose
+log-density is not finite, tried in this order (``inf``: the point itself)."""
 
 
 class ModelTarget(AbstractTarget):
@@ -64,8 +68,29 @@ class ModelTarget(AbstractTarget):
         return jax.vmap(jax.value_and_grad(self.logdensity))(particles)
 
     def init_particles(self, rng_key: jax.Array, n: int, radius: float = 2.0) -> jax.Array:
-        """``[n, d]`` particles uniform on ``(-radius, radius)`` in unconstrained space (NumPyro's ``init_to_uniform``)."""
-        return jax.random.uniform(rng_key, (n, self.dim), self.init_position.dtype, minval=-radius, maxval=radius)
+        """``[n, d]`` starting points: uniform on ``(-radius, radius)`` in unconstrained space (NumPyro's
+        ``init_to_uniform``), each row where the log-density is not finite drawn again around the language's own
+        initial point ``init_position`` (:data:`RESPREAD`: the same uniform offsets shrunk 10, 100 and 1000 times,
+        then the point itself), the widest at which it is finite.
+
+        On a model in raw units the uniform box can miss the support of the likelihood entirely: a negative binomial
+        regression with a predictor near 3000 and a coefficient drawn in (-2, 2) has a rate of ``e^6000`` (0 of 100
+        draws finite, issue 59), while NumPyro's own initial point, searched for a finite density, is finite. A row
+        that no spread makes finite stays as drawn (the caller's check names it, :func:`steinax.sample`)."""
+        u = jax.random.uniform(rng_key, (n, self.dim), self.init_position.dtype, minval=-radius, maxval=radius)
+        logd = jax.vmap(self.logdensity)(u)
+        if bool(jnp.all(jnp.isfinite(logd))):
+            return u
+        centre = self.init_position
+        out, todo = u, ~jnp.isfinite(logd)
+        for shrink in RESPREAD:
+            if not bool(jnp.any(todo)):
+                break
+            trial = centre[None] + u / shrink if shrink != float("inf") else jnp.broadcast_to(centre[None], u.shape)
+            fine = todo & jnp.isfinite(jax.vmap(self.logdensity)(trial))
+            out = jnp.where(fine[:, None], trial, out)
+            todo = todo & ~fine
+        return out
 
     def sites(self, particles: jax.Array) -> dict:
         """Dict ``site -> [n, ...]`` of the particles' **unconstrained** values, by site name."""

@@ -59,7 +59,13 @@ def from_numpyro(model, *model_args, rng_key: jax.Array | None = None, **model_k
     if not callable(model):
         raise TypeError(f"`model` must be a NumPyro model function; received {type(model).__name__}")
     rng_key = jax.random.key(0) if rng_key is None else rng_key
-    info = initialize_model(rng_key, model, model_args=model_args, model_kwargs=model_kwargs, dynamic_args=False)
+    from numpyro.distributions.distribution import validation_enabled
+
+    # NumPyro's initialisation draws uniform points until the density is finite; with argument validation on (its
+    # default) a draw that overflows a likelihood in raw units (a rate e^(b x), x ~ 3000) raises instead of being
+    # redrawn (issue 59), so it runs without it
+    with validation_enabled(False):
+        info = initialize_model(rng_key, model, model_args=model_args, model_kwargs=model_kwargs, dynamic_args=False)
     z0 = info.param_info.z
     if not z0:
         raise ValueError("the NumPyro model has no latent sample sites to infer")

@@ -27,7 +27,7 @@ from steinax.particles.loop.checkpointing import open_checkpoint, stored_trace_e
 from steinax.particles.loop.interrupt import interrupt_scope
 from steinax.particles.loop.options import MAX_STEPS, RunOptions, as_state, positive_int
 from steinax.particles.loop.progress import progress_bar
-from steinax.particles.loop.result import NonFiniteError, RunInterrupted, RunResult, Trace
+from steinax.particles.loop.result import NonFiniteError, NonFiniteStart, RunInterrupted, RunResult, Trace
 from steinax.particles.loop.segment import compiled_segment, diagnostic_count, initial_record
 from steinax.particles.loop.settle import (particle_moments, settle_window_start, settled_over, warn_if_diverging,
                                            warn_if_unsettled)
@@ -137,10 +137,10 @@ def first_trace(method, target, diag_kernel, particles, rng_key, layout, state, 
     bad_rows = gather(bad_rows)
     if bad_rows.any():
         rows = np.nonzero(bad_rows)[0]
-        raise ValueError(
+        raise NonFiniteStart(
             "the target's log-density or score is not finite at the initial `particles`, rows "
-            f"{rows[:10].tolist()}{' ...' if rows.size > 10 else ''}; expected finite values at every initial particle"
-        )
+            f"{rows[:10].tolist()}{' ...' if rows.size > 10 else ''}; expected finite values at every initial particle",
+            rows)
     method_info = jax.tree_util.tree_map(lambda a: a[None], info0)
     if prior_trace is None:
         return Trace(step=state.step[None], ksd=k0[None], direction_norm=jnp.full((1,), jnp.nan, k0.dtype),

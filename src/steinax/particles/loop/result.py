@@ -8,7 +8,7 @@ import numpy as np
 
 from steinax.particles.base import ParticleState
 
-__all__ = ["Trace", "RunResult", "NonFiniteError", "RunInterrupted", "PARTICLE_NOTE"]
+__all__ = ["Trace", "RunResult", "NonFiniteError", "NonFiniteStart", "RunInterrupted", "PARTICLE_NOTE"]
 
 
 class Trace(eqx.Module):
@@ -101,6 +101,14 @@ class NonFiniteError(FloatingPointError):
         super().__init__(message)
         self.step = step
         self.result = result
+
+
+class NonFiniteStart(ValueError):
+    """A run's initial particles have a non-finite log-density or score (``.rows``: which), so no step was made."""
+
+    def __init__(self, message: str, rows):
+        super().__init__(message)
+        self.rows = rows
 
 
 class RunInterrupted(KeyboardInterrupt):
