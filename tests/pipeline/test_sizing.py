@@ -196,3 +196,22 @@ def test_the_target_is_normalised_once_at_the_door(monkeypatch):
                                                                      min_ess=30))
     assert {"warm_start", "sizing", "checks", "correction"} <= set(res.stages)
     assert wrapped == ["function"]
+
+
+def test_the_particle_stage_keeps_the_loops_advice_to_itself():
+    """Inside ``sample`` the particle loop's "not converged ... Raise max_steps, lower the learning rate" names
+    ``run()``'s arguments, which ``sample`` does not have (issue 59): it is kept in ``stages`` and not raised."""
+    from steinax.particles.loop.stopping import UntilSettled
+    from steinax.pipeline import WhitenedParticles
+    from steinax.pipeline.sizing import SizedParticles
+
+    target = Gaussian(MEAN, COV)
+    start = jax.random.normal(jax.random.key(0), (32, 3)) * 3.0
+    stage = SizedParticles(WhitenedParticles(steinax.svgd(), steps=UntilSettled(tol=1e-9, max_steps=100, check_every=50)),
+                           setting=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning fails the test
+        out = stage(target, start, jax.random.key(1))
+    learnt = out.learnt["particles"]
+    assert not learnt["converged"] and learnt["steps"] == 100
+    assert any("not converged after 100 steps" in note for note in learnt["warnings"])

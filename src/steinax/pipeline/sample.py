@@ -534,5 +534,8 @@ def _verdict(stages: dict, chains, flagged: bool) -> tuple[bool, str]:
         return False, ("the checks flag the particles" + (f" (stragglers {named})" if named else "")
                        + "; no correction ran (correction='never'): their moments may be wrong")
     if "particles" in stages and not stages["particles"].get("converged", True):
-        return False, "the particles did not settle; no correction ran"
+        notes = stages["particles"].get("warnings") or []
+        said = f" ({notes[0].split(';')[0]})" if notes else ""
+        return False, (f"the particles did not settle{said}; no correction ran (correction='auto' found nothing "
+                       "to flag): pass correction='always' (the default) for chains that correct them")
     return True, "the particles passed the checks (no correction ran)"

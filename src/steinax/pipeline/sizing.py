@@ -43,12 +43,14 @@ bulk ESS the rule asks for is pooled over chains, so fewer chains cost no more d
 
 from __future__ import annotations
 
+import warnings
 from typing import ClassVar
 
 import numpy as np
 
 from steinax.diagnostics.pareto import khat_threshold
 from steinax.particles.loop.result import NonFiniteError, NonFiniteStart
+from steinax.particles.loop.settle import ConvergenceWarning
 from steinax.particles.loop.stages import AbstractStage, Staged
 
 __all__ = ["particle_stage", "correction_chains", "tail_probe", "TailProbe", "SizedParticles", "PARTICLE_SETTINGS",
@@ -196,7 +198,10 @@ class SizedParticles(AbstractStage):
     ``False``); ``mesh``: the points it hands on are gathered from its devices (every row on every process).
 
     Learns ``{"decision": particle_stage's, and where it ran "steps", "converged", "stein_identity", "start_points" (the
-    points it started from), "result", "results", "affine", "evaluations"; where skipped "skipped": True}``. A run
+    points it started from), "result", "results", "affine", "evaluations", "warnings"; where skipped "skipped":
+    True}``. The particle loop's :class:`~steinax.particles.ConvergenceWarning` (advice in terms of
+    :func:`steinax.run`'s arguments, which :func:`steinax.sample` does not have) is kept in ``"warnings"``, not
+    raised: the correction, or without one :func:`steinax.sample`'s verdict, says what the answer is worth. A run
     that stops on a non-finite value (SVGD's steps know no boundary: on a target with hard support particles step
     out) hands on the points it started from, with ``"failed"`` (the error) and ``"converged": False``, where
     ``on_failure`` is ``"continue"`` (a correction follows: its Metropolis step rejects such moves); so does one
@@ -220,7 +225,9 @@ class SizedParticles(AbstractStage):
             return Staged(particles=start.particles, state=start.state,
                           learnt={**start.learnt, self.name: {"skipped": True, "decision": decision}})
         try:
-            out = self.whitened(target, start, rng_key)
+            with warnings.catch_warnings(record=True) as caught:  # the loop's advice names run()'s arguments
+                warnings.simplefilter("always", ConvergenceWarning)
+                out = self.whitened(target, start, rng_key)
         except (NonFiniteError, NonFiniteStart) as err:
             if self.on_failure == "raise":
                 raise
@@ -228,10 +235,14 @@ class SizedParticles(AbstractStage):
             failed = {"steps": int(getattr(err, "step", 0)), "converged": False, "failed": str(err), "decision": decision,
                       "evaluations": spent}
             return Staged(particles=start.particles, state=start.state, learnt={**start.learnt, self.name: failed})
+        notes = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+        for w in caught:  # anything else is the user's to see, as raised
+            if not issubclass(w.category, ConvergenceWarning):
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         learnt = out.learnt[self.whitened.name]
         result = learnt["result"]
         ran = {**learnt, "steps": int(result.state.step), "converged": result.converged,
                "stein_identity": (result.convergence or {}).get("stein_identity"), "decision": decision,
-               "start_points": start.particles}
+               "start_points": start.particles, "warnings": notes}
         return Staged(particles=jnp.asarray(gather(out.particles)), state=out.state,
                       learnt={**out.learnt, self.name: ran})
