@@ -87,6 +87,8 @@ class SampleQuality(eqx.Module):
         modes: the missing-mode check (:class:`~steinax.diagnostics.ModeCheck`) when ``spread=True``.
         method: ``"exact"`` (every pair of samples) or ``"nystrom"`` (the Nyström KSD,
             :mod:`steinax.stein.nystrom`, V-statistic, linear in ``n``).
+        null_sd: for the exact U-statistic KSD, its standard deviation for exact independent draws of this size
+            (:func:`null_sd`): the unit in which ``discrepancy`` reads; else ``None``.
     """
 
     discrepancy: float
@@ -100,6 +102,7 @@ class SampleQuality(eqx.Module):
     relaxation: RelaxationCheck | None = None
     modes: ModeCheck | None = None
     method: str = eqx.field(static=True, default="exact")
+    null_sd: float | None = eqx.field(static=True, default=None)
 
     @property
     def p_value(self) -> float | None:
@@ -128,9 +131,10 @@ class SampleQuality(eqx.Module):
         return bool(self.collapsed or self.modes.mismatch)
 
     def summary(self) -> str:
-        """A few lines for a terminal (the CLI prints this)."""
+        """A few lines for a terminal (the CLI prints this): the test's verdict and p-value first, then the
+        discrepancy, in the units of what exact draws of this size give where that is known (:attr:`null_sd`)."""
         name = self.kind.upper().replace("_", "-") + (" (Nyström)" if self.method == "nystrom" else "")
-        lines = [f"{name} (squared, {self.estimator.upper()}-statistic): {self.discrepancy:.6g}   (n = {self.n}, d = {self.d}, chains = {self.chains})"]
+        lines = []
         t = self.test
         if isinstance(t, AggregatedTest):
             lines.append(t.summary())
@@ -139,14 +143,19 @@ class SampleQuality(eqx.Module):
             if t.untestable is not None:
                 lines.append(f"wild-bootstrap test, {boot}, B = {t.n_bootstrap}: UNTESTABLE, no decision: {t.untestable}")
             else:
-                verdict = "reject" if bool(t.reject) else "do not reject"
+                verdict = "REJECT" if bool(t.reject) else "do not reject"
                 lines.append(
-                    f"wild-bootstrap test, {boot}, B = {t.n_bootstrap}, level {t.level}: statistic {float(t.statistic):.6g}, "
-                    f"threshold {float(t.threshold):.6g}, p-value {float(t.p_value):.4g} -> {verdict} H0: samples ~ target"
-                )
+                    f"{verdict} H0: samples ~ target at level {t.level}, p-value {float(t.p_value):.4g} (wild-bootstrap "
+                    f"test, {boot}, B = {t.n_bootstrap}: statistic {float(t.statistic):.6g}, threshold "
+                    f"{float(t.threshold):.6g})")
+        line = f"{name} (squared, {self.estimator.upper()}-statistic): {self.discrepancy:.6g}"
+        if self.null_sd:
+            line += (f" = {self.discrepancy / self.null_sd:.2f} sds of what exact independent draws of this size give "
+                     "(about 0 +- 1)")
+        lines.append(line + f"   (n = {self.n}, d = {self.d}, chains = {self.chains})")
         if self.spread is not None:
             lines += [self.spread.summary(), self.relaxation.summary(), self.modes.summary()]
-        if self.estimator == "u":
+        if self.estimator == "u" and not self.null_sd:
             lines.append("(U-statistic: unbiased, about 0 for exact samples, may be negative; a run's trace "
                          "(steinax.run) records the V-statistic, which adds the diagonal and is larger)")
         return "\n".join(lines)
@@ -550,7 +559,33 @@ def sample_quality(
         meta.update(_collapse_checks(tgt, x, scores, samples, chains, block_length, rng_key))
     if testing.bootstrap == "auto":
         testing = dataclasses.replace(testing, bootstrap="dependent" if _is_chains(samples, chains) else "iid")
-    return SampleQuality(**_measure(x, scores, kernel, int(chains), choice, testing), **meta)
+    measured = _measure(x, scores, kernel, int(chains), choice, testing)
+    if choice.kind == "ksd" and choice.estimator == "u" and choice.method == "exact":
+        meta["null_sd"] = null_sd(x, scores, kernel)
+    return SampleQuality(**measured, **meta)
+
+
+NULL_SD_POINTS = 1000
+"""At most this many draws (evenly spaced) estimate :func:`null_sd`'s mean squared Stein kernel."""
+
+
+def null_sd(x, scores, kernel) -> float:
+    """The U-statistic KSD²'s standard deviation for ``n`` exact independent draws: ``sqrt(2 E[u_p(X, X')^2] /
+    (n (n - 1)))``, the variance of a degenerate U-statistic (Serfling 1980, sec. 5.2.1; its mean is 0 under
+    ``H0``), with ``E[u_p^2]`` the mean of the squared Stein kernel (:func:`~steinax.stein.ksd.stein_kernel_matrix`)
+    over the off-diagonal pairs of at most :data:`NULL_SD_POINTS` evenly spaced draws. ``KSD² / null_sd`` then reads
+    as "so many sds of what exact draws of this size give": about ``N(0, 1)`` for exact independent draws; chains'
+    autocorrelation widens the spread (the test's dependent bootstrap accounts for it, this scale does not)."""
+    from steinax.stein.ksd import stein_kernel_matrix
+
+    n = int(x.shape[0])
+    pick = np.unique(np.linspace(0, n - 1, min(n, NULL_SD_POINTS)).astype(int))
+    xs, ss = jnp.asarray(x)[pick], jnp.asarray(scores)[pick]
+    resolved = kernel.resolve(xs) if hasattr(kernel, "resolve") else kernel
+    h = np.asarray(stein_kernel_matrix(xs, ss, xs, ss, resolved), np.float64)
+    m = h.shape[0]
+    mean_sq = (np.sum(h**2) - np.sum(np.diag(h) ** 2)) / max(m * (m - 1), 1)
+    return float(np.sqrt(2.0 * mean_sq / (n * (n - 1))))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -248,9 +248,10 @@ class AggregatedTest(eqx.Module):
             return f"KSDAgg, {boot} bootstrap, B = {self.n_bootstrap}: UNTESTABLE, no decision: {self.untestable}"
         best = int(jnp.argmin(self.p_values / self.thresholds))
         verdict = "REJECT" if self.reject else "do not reject"
-        return (f"KSDAgg ({len(self.bandwidths)} IMQ bandwidths {float(self.bandwidths[0]):.3g}..."
-                f"{float(self.bandwidths[-1]):.3g}, {boot} bootstrap, B = {self.n_bootstrap}): {verdict} H0: samples ~ target at "
-                f"level {self.level}, p-value {self.p_value:.4g} (correction u = {float(self.u):.3g}; strongest bandwidth {float(self.bandwidths[best]):.3g}: "
+        return (f"{verdict} H0: samples ~ target at level {self.level}, p-value {self.p_value:.4g} (KSDAgg, "
+                f"{len(self.bandwidths)} IMQ bandwidths {float(self.bandwidths[0]):.3g}..."
+                f"{float(self.bandwidths[-1]):.3g}, {boot} bootstrap, B = {self.n_bootstrap}; correction u = "
+                f"{float(self.u):.3g}; strongest bandwidth {float(self.bandwidths[best]):.3g}: "
                 f"p = {float(self.p_values[best]):.4g} against {float(self.thresholds[best]):.4g})")
 
     def __str__(self) -> str:
