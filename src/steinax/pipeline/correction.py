@@ -134,7 +134,8 @@ class HMCCorrection(AbstractStage):
             multiple of its size); ``None``: one device. The ensemble's means (ChEES's adaptation) are reductions
             across devices, so the answer is the single-device one up to the order of those sums.
 
-    Learns ``{"draws": [chains, kept, d] in the target's space, "affine", "step_size", "leapfrog_steps" (the
+    Learns ``{"draws": [chains, kept, d] in the target's space, "sample_stats" (per kept draw, [chains, kept] each:
+    "lp", "acceptance_rate", "diverging", "n_steps", "energy", "step_size"), "affine", "step_size", "leapfrog_steps" (the
     adapted mean), "acceptance" (mean over sampling), "divergences", "rhat", "ess_bulk" (worst coordinates),
     "steps" (transitions per chain after warm-up), "thin", "stopped" ("converged", "converged within modes" or
     "max_steps"), "modes" (``None``, or per mode its resident chains, split R-hat and ESS over them, draws, weight,
@@ -298,6 +299,7 @@ class HMCCorrection(AbstractStage):
         bits = int(np.ceil(np.log2(max(windows) + self.max_steps + 1)))
         thin = max(1, -(-self.max_steps * chains * d // _STORED_NUMBERS))
         kept, steps, accept, divergent, stopped = [], 0, [], 0, "max_steps"
+        stats = {}  # per transition kept, [chains, kept] each: ArviZ's sample_stats
         diverged_at = []  # whitened positions where a trajectory diverged (at most _MAX_PLACES kept)
         rounds = {"gradient_evaluations": [], "sequential_steps": [], "kept": []}
         rhat = ess = float("nan")
@@ -307,8 +309,8 @@ class HMCCorrection(AbstractStage):
             if scope.requested:
                 raise stop(f"after {steps} transitions per chain (warm-up done)", states.position,
                            np.concatenate(kept, axis=1) if kept else None)
-            states, (pos, logd, n_int, acc, div) = _sampling_round(tgt, affine, states, jax.random.fold_in(key_run, steps),
-                                                                   step_size, leapfrogs, self.round_steps, bits)
+            states, (pos, logd, n_int, acc, div, energy) = _sampling_round(
+                tgt, affine, states, jax.random.fold_in(key_run, steps), step_size, leapfrogs, self.round_steps, bits)
             steps += self.round_steps
             spent["sampling"] += int(np.sum(gather(n_int)))
             rounds["gradient_evaluations"].append(int(np.sum(gather(n_int))))
@@ -319,6 +321,9 @@ class HMCCorrection(AbstractStage):
             if div.any() and sum(len(p) for p in diverged_at) < _MAX_PLACES:
                 diverged_at.append(gather(pos)[div][:_MAX_PLACES])
             kept.append(np.swapaxes(gather(pos)[::thin], 0, 1))  # [chains, draws, d]
+            for name, value in (("lp", logd), ("acceptance_rate", acc), ("diverging", div), ("n_steps", n_int),
+                                ("energy", energy)):  # ArviZ's sample_stats, thinned as the draws are
+                stats.setdefault(name, []).append(np.swapaxes(np.asarray(gather(value))[::thin], 0, 1))
             logd_last = gather(logd)
             rounds["kept"].append(int(sum(k.shape[1] for k in kept)))
             if steps < min(check_at, self.max_steps):  # the next check is rounds away (the ESS's projection)
@@ -354,7 +359,12 @@ class HMCCorrection(AbstractStage):
         places = np.concatenate(diverged_at)[:_MAX_PLACES] if diverged_at else np.zeros((0, d))
         places = where_divergences(forward(np.asarray(places, z.dtype)), draws_x.reshape(-1, d),
                                    divergent, steps * chains)
-        learnt = {"draws": draws_x, "affine": affine, "step_size": float(step_size), "leapfrog_steps": float(leapfrogs),
+        sample_stats = {k: np.concatenate(v, axis=1) for k, v in stats.items()}
+        # lp: the target's log-density (the whitening's constant log-determinant taken off AffineTarget's)
+        sample_stats["lp"] = sample_stats["lp"] - float(affine.log_det())
+        sample_stats["step_size"] = np.full(sample_stats["lp"].shape, float(step_size))
+        learnt = {"draws": draws_x, "sample_stats": sample_stats, "affine": affine, "step_size": float(step_size),
+                  "leapfrog_steps": float(leapfrogs),
                   "acceptance": float(np.mean(accept)), "divergences": divergent, "divergence_places": places,
                   "rhat": rhat, "ess_bulk": ess, "superchains": superchains.tolist(),
                   "steps": steps, "thin": thin, "stopped": stopped, "modes": modes, "weights": weights,
@@ -402,6 +412,6 @@ def _sampling_round(tgt, affine, states, key, step_size, leapfrogs, steps: int, 
         with jax.numpy_rank_promotion("allow"):
             states, info = jax.vmap(kernel.step)(jax.random.split(key, chains), states)
         return states, (states.position, states.logdensity, info.num_integration_steps, info.acceptance_rate,
-                        info.is_divergent)
+                        info.is_divergent, info.energy)
 
     return jax.lax.scan(step, states, jax.random.split(key, steps))

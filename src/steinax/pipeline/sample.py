@@ -102,6 +102,10 @@ class SampleResult(eqx.Module):
         stage_draws: each stage's particles as it handed them on (``"warm_start"``: Pathfinder's draws,
             ``"particles"``: the particle method's), ``[n, d]``: what each stage contributes, measurable.
         labels: the model's ``{"coords", "dims"}`` (PyMC), else ``None``.
+        sample_stats: the correction's per-draw statistics, ``[chains, kept]`` each, under ArviZ's names:
+            ``"lp"`` (the log-density sampled: the target's, or with a learned centredness the decentred model's),
+            ``"acceptance_rate"``, ``"diverging"``, ``"n_steps"`` (leapfrog steps), ``"energy"`` (the Hamiltonian
+            at the draw, for ArviZ's energy plot and BFMI) and ``"step_size"``; ``None`` where no correction ran.
     """
 
     draws: np.ndarray
@@ -116,21 +120,25 @@ class SampleResult(eqx.Module):
     stage_draws: dict = eqx.field(default_factory=dict)
     labels: dict | None = eqx.field(static=True, default=None)
     weights: np.ndarray | None = None
+    sample_stats: dict | None = None
 
     def to_datatree(self, target=None, var_name: str = "x"):
-        """The answer as an ArviZ ``DataTree``: the correction's chains as chains (R-hat and ESS apply), else the
+        """The answer as an ArviZ ``DataTree``: the correction's chains as chains (R-hat and ESS apply, and
+        ``sample_stats`` holds :attr:`sample_stats`: divergences, energy, acceptance, step size, log-density), else the
         particles as one chain marked ``steinax_particles = 1`` (as :meth:`steinax.RunResult.to_datatree`). Where
         the correction found separated modes, ``draws`` (resampled by the modes' weights) as one chain marked
         ``steinax_resampled = 1``: chains that stay in one mode each would weigh the modes by their counts.
         NumPyro and PyMC sites need ``target`` to be split by name; without it the draws are one variable."""
         from arviz_base import from_dict
 
+        stats = None
         if self.chains is not None and self.weights is not None:
             by_chain = self.draws[None]
             attrs = {"steinax_stages": ",".join(self.stages), "steinax_ok": int(self.ok), "steinax_resampled": 1}
         elif self.chains is not None:
             by_chain = self.chains
             attrs = {"steinax_stages": ",".join(self.stages), "steinax_ok": int(self.ok)}
+            stats = self.sample_stats
         else:
             by_chain = self.particles[None]
             attrs = {"steinax_particles": 1, "steinax_ok": int(self.ok)}
@@ -140,8 +148,10 @@ class SampleResult(eqx.Module):
             post = {var_name: by_chain.reshape(-1, d)}
         posterior = {name: np.asarray(v).reshape((c, k) + np.shape(v)[1:]) for name, v in post.items()}
         labels = self.labels or {}
-        return from_dict({"posterior": posterior}, attrs={"posterior": attrs}, coords=labels.get("coords"),
-                         dims=labels.get("dims"))
+        groups = {"posterior": posterior}
+        if stats is not None and np.shape(stats["lp"]) == (c, k):  # ArviZ's diagnostics and energy plot read these
+            groups["sample_stats"] = dict(stats)
+        return from_dict(groups, attrs={"posterior": attrs}, coords=labels.get("coords"), dims=labels.get("dims"))
 
 
 class SampleInterrupted(KeyboardInterrupt):
@@ -158,7 +168,8 @@ class SampleInterrupted(KeyboardInterrupt):
 _DRAWS_OF = ("warm_start", "particles")
 """The stages whose points are :attr:`SampleResult.stage_draws`."""
 
-_HANDED_ON = ("affine", "map", "draws", "weights", "reparameterised", "result", "results", "bijection", "start_points")
+_HANDED_ON = ("affine", "map", "draws", "weights", "reparameterised", "result", "results", "bijection", "start_points",
+              "sample_stats")
 """What stages learn for the next ones (maps, arrays, run results) and :attr:`SampleResult.stages` does not hold."""
 
 
@@ -389,6 +400,7 @@ def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
     correction = start.learnt.get("correction")
     chains = None if correction is None else correction["draws"]
     weights = None if correction is None else correction["weights"]
+    sample_stats = None if correction is None else correction.get("sample_stats")
     particles_out = ledger.points_before_checks
     reparameterised = (start.learnt.get("reparam") or {}).get("reparameterised")
     if reparameterised is not None:  # the answer in the target's own coordinates (chains, particles, stage draws)
@@ -411,7 +423,7 @@ def _stages(args, ledger: _Ledger, rng_key) -> SampleResult:
     return SampleResult(draws=draws, samples=tgt.postprocess(jnp.asarray(draws)), chains=chains,
                         particles=particles_out, ok=ok, message=message, stages=stages,
                         gradient_evaluations=grads, seconds=ledger.seconds, stage_draws=stage_draws,
-                        labels=getattr(tgt, "labels", None), weights=weights)
+                        labels=getattr(tgt, "labels", None), weights=weights, sample_stats=sample_stats)
 
 
 def reparameterised_clause(learnt: dict | None) -> str:
