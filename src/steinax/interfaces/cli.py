@@ -39,9 +39,10 @@ def _demo_methods():
     }
 
 
-def _demo_posterior(name: str, seed: int) -> None:
+def _demo_posterior(name: str, seed: int) -> dict:
     """``steinax.sample`` with its defaults on one real-data posterior of the suite, in float64: each stage's draws
-    scored against the posterior's NUTS reference (:func:`steinax.posteriors.sampling.sample_rows`)."""
+    scored against the posterior's NUTS reference (:func:`steinax.posteriors.sampling.sample_rows`). Returns
+    ``{"result", "reference", "rows"}`` for the figure."""
     import warnings
 
     import jax
@@ -56,9 +57,10 @@ def _demo_posterior(name: str, seed: int) -> None:
               "long-run NUTS reference; error = worst |mean error| over coordinates in reference sds; sd ratio = "
               "median (min) over coordinates of draws' sd / reference sd; cumulative gradient evaluations and seconds "
               "(compilation included)")
+        kept = {}
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            rows = sample_rows(name, seed)
+            rows = sample_rows(name, seed, keep=kept)
     header = f"{'stage':<12} {'grad evals':>11} {'wall s':>8} {'error':>8} {'sd ratio':>16}"
     print(header)
     print("-" * len(header))
@@ -70,6 +72,35 @@ def _demo_posterior(name: str, seed: int) -> None:
     print(f"ok: {last['ok']}; {last['message']}")
     for w in {str(w.message) for w in caught if "steinax.sample" in str(w.message)}:
         print(f"warning: {w}")
+    return {**kept, "rows": rows, "name": name}
+
+
+def _plot_stages(fig, shown: dict) -> None:
+    """``steinax.sample``'s stages on the demo's posterior (:func:`_demo_posterior`), one panel each: the draws each
+    stage handed on, over the reference draws, in the two coordinates the reference correlates most."""
+    import numpy as np
+
+    res, ref, rows = shown["result"], shown["reference"], shown["rows"]
+    draws = {**res.stage_draws, "sample": res.draws}
+    stages = [s for s in ("warm_start", "particles", "sample") if s in draws]
+    corr = np.corrcoef(ref.draws, rowvar=False)
+    np.fill_diagonal(corr, 0.0)
+    i, j = np.unravel_index(np.argmax(np.abs(np.nan_to_num(corr))), corr.shape)
+    axes = fig.subplots(1, len(stages), squeeze=False)[0]
+    by_stage = {r["method"].split(":")[1]: r for r in rows}
+    for ax, stage in zip(axes, stages):
+        x = np.asarray(draws[stage], np.float64)
+        x = x[:: max(1, x.shape[0] // 2000)]
+        ax.scatter(ref.draws[:, i], ref.draws[:, j], s=3, c="0.75", label="reference (NUTS)")
+        ax.scatter(x[:, i], x[:, j], s=4, c="tab:blue", alpha=0.6, label=stage.replace("_", " "))
+        r = by_stage.get(stage, {})
+        ax.set_title(f"{stage.replace('_', ' ')}: {r.get('gradient_evaluations', 0):,} grads\n"
+                     f"worst error {r.get('mean_error_max', float('nan')):.2f} sd", fontsize=9)
+        ax.set_xlabel(f"coordinate {i}")
+        ax.set_ylabel(f"coordinate {j}")
+        ax.legend(fontsize=7, loc="best")
+    fig.suptitle(f"steinax.sample on {shown['name']} (ok={res.ok}): each stage's draws against the reference",
+                 fontsize=10)
 
 
 def demo(args) -> int:
@@ -108,8 +139,9 @@ def demo(args) -> int:
             return 2
         methods = {m: methods[m] for m in names}
     _guard_outputs(args, [])  # before the runs: a figure that cannot be written fails now
+    shown = None
     if posterior != "none":
-        _demo_posterior(posterior, args.seed)
+        shown = _demo_posterior(posterior, args.seed)
         print()
     key = jax.random.key(args.seed)
     length = "until settled (steps=None: at most 20000)" if steps is None else f"{steps} steps"
@@ -159,20 +191,28 @@ def demo(args) -> int:
     if args.out:
         from steinax.interfaces.plot import _pyplot, plot_particles, save_figure
 
+        import textwrap
+
         plt = _pyplot()
-        fig, axes = plt.subplots(  # constrained layout: the main title gets its own row above the panels'
-            len(methods), len(targets), figsize=(4.2 * len(targets), 3.6 * len(methods)), squeeze=False,
-            layout="constrained",
-        )
+        top = 3.8 if shown is not None else 0.0
+        whole = plt.figure(figsize=(4.2 * len(targets), 3.6 * len(methods) + top), layout="constrained")
+        if shown is not None:  # steinax.sample's stages on the posterior above the particle methods on the toys
+            upper, lower = whole.subfigures(2, 1, height_ratios=[top, 3.6 * len(methods)])
+            _plot_stages(upper, shown)
+        else:
+            lower = whole
+        axes = lower.subplots(len(methods), len(targets), squeeze=False)
+        fig = lower
         for col, (name, (target, extent)) in enumerate(targets.items()):
             for row, m_name in enumerate(methods):
                 res, ratio = results[(name, m_name)]
                 plot_particles(res.particles, target, extent=extent, ax=axes[row, col],
                                title=f"{name}: {m_name}\nMMD² {ratio:.1f}× that of {n} exact draws")
-        fig.suptitle(f"steinax demo: {n} particles from N(0, I), {length}; filled contours = target density; "
-                     f"MMD² to 1000 exact draws over that of {n} exact draws (1: as close as exact sampling, below 1: "
-                     "closer)")
-        save_figure(fig, args.out)
+        title = (f"Particle methods: {n} particles from N(0, I), {length}; filled contours = target density; "
+                 f"MMD² to 1000 exact draws over that of {n} exact draws (1: as close as exact sampling, below 1: "
+                 "closer)")  # wrapped to the figure's width: a title on one line was cut at both edges
+        fig.suptitle(textwrap.fill(title, width=int(22 * len(targets))), fontsize=10)
+        save_figure(whole, args.out)
         print(f"figure written to {args.out}")
     return 0
 

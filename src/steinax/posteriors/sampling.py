@@ -39,9 +39,10 @@ def scores(x, reference) -> dict:
     return out
 
 
-def sample_rows(name: str, seed: int, num_particles: int = 100, **kwargs) -> list[dict]:
+def sample_rows(name: str, seed: int, num_particles: int = 100, keep: dict | None = None, **kwargs) -> list[dict]:
     """One :func:`steinax.sample` run on posterior ``name``: a row per stage (:data:`STAGES`), with its cumulative
-    gradient evaluations and seconds, and the run's verdict (``ok``, ``message``) on the last."""
+    gradient evaluations and seconds, and the run's verdict (``ok``, ``message``) on the last; ``keep`` (a dict), if
+    given, receives the :class:`~steinax.SampleResult` under ``"result"`` and the reference under ``"reference"``."""
     import steinax
     from steinax.posteriors import get
 
@@ -52,6 +53,8 @@ def sample_rows(name: str, seed: int, num_particles: int = 100, **kwargs) -> lis
         res = steinax.sample(post.target, rng_key=jax.random.key(seed), num_particles=num_particles, progress=False,
                              **kwargs)
         wall = time.perf_counter() - t0
+    if keep is not None:
+        keep.update(result=res, reference=ref)
     g, s = res.gradient_evaluations, res.seconds
     base = {"posterior": name, "d": post.dim, "seed": seed, "n": num_particles}
     rows = []
