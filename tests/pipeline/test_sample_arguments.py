@@ -123,3 +123,17 @@ def test_without_a_correction_the_answer_is_checked_with_sample_quality():
     assert {"collapsed", "flagged", "ksd"} <= set(checks) and res.chains is None
     assert res.ok == (not checks["flagged"] and not checks["stragglers"])
     assert res.gradient_evaluations["checks"] > 1000 * 20  # the mode check's ascents are in the ledger
+
+
+def test_a_numpyro_model_with_data_arguments_is_named_with_the_wrapper():
+    """The docs' own style, ``eight_schools(y, sigma)``: the check calls it with ``None`` data (issue 59: it used to
+    call it bare, fail on the missing arguments and say nothing)."""
+    import numpyro
+    import numpyro.distributions as dist
+
+    def eight_schools(y, sigma):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+        numpyro.sample("obs", dist.Normal(mu, sigma), obs=y)
+
+    _refused(ValueError, "`target` is a probabilistic-programming model.*from_numpyro", target=eight_schools,
+             init=jnp.zeros((20, 1)))

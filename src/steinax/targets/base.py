@@ -330,9 +330,12 @@ def check_target(target: AbstractTarget, rng_key: jax.Array, particles: jax.Arra
 
 
 def _is_probabilistic_model(fn) -> bool:
-    """Whether ``fn`` is a NumPyro model function: called with no arguments under a seed and a trace, it records
-    ``sample`` sites (the mistake of passing the model where a log-density belongs). False when NumPyro is not
-    imported (a model cannot then be one) or when the call fails before recording a site."""
+    """Whether ``fn`` is a NumPyro model function: called under a seed and a trace, with ``None`` for each argument
+    it requires (a model that takes its data as arguments, ``eight_schools(y, sigma)``, the docs' own style, then
+    samples its observations or fails on them after its first latent site), it records ``sample`` sites (the mistake
+    of passing the model where a log-density belongs). False when NumPyro is not imported (a model cannot then be
+    one) or when the call fails before recording a site."""
+    import inspect
     import sys
 
     if "numpyro" not in sys.modules:
@@ -340,8 +343,13 @@ def _is_probabilistic_model(fn) -> bool:
     from numpyro import handlers
 
     try:
+        required = [p for p in inspect.signature(fn).parameters.values()
+                    if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):  # no signature (a builtin): call it bare
+        required = []
+    try:
         with handlers.trace() as tr, handlers.seed(rng_seed=0):
-            fn()
+            fn(*[None] * len(required))
     except Exception:  # a model needing its data fails; what it recorded before failing still tells
         pass
     return any(site.get("type") == "sample" for site in tr.values())
