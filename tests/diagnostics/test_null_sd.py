@@ -35,3 +35,19 @@ def test_the_summary_leads_with_the_verdict_and_reads_ksd_in_null_sds():
     bad = sample_quality(x + 0.5, target, test=True, rng_key=jax.random.key(2))
     assert bad.reject and bad.discrepancy / bad.null_sd > 5.0
     assert abs(good.discrepancy / good.null_sd) < 4.0
+
+
+def test_rank_split_rhat_is_arvizs():
+    """ArviZ's rank-normalised split R-hat (``arviz_stats.rhat``), vectorised: equal to rounding on few long chains,
+    many short ones, an odd length and a shifted chain."""
+    import pytest
+
+    azs = pytest.importorskip("arviz_stats")
+    from steinax.diagnostics.rhat import rank_split_rhat
+
+    rng = np.random.default_rng(0)
+    for shape in [(4, 101, 3), (64, 20, 2), (4, 100, 1)]:
+        x = rng.normal(size=shape)
+        x[0] += 0.3
+        theirs = np.array([float(azs.rhat(x[:, :, k], method="rank")) for k in range(shape[2])])
+        np.testing.assert_allclose(rank_split_rhat(x), theirs, rtol=1e-12)

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["nested_rhat", "neighbour_superchains", "rank_nested_rhat"]
+__all__ = ["nested_rhat", "neighbour_superchains", "rank_nested_rhat", "rank_split_rhat"]
 
 
 def nested_rhat(chains, superchains: int) -> np.ndarray:
@@ -124,6 +124,54 @@ def rank_nested_rhat(chains, superchain_ids) -> np.ndarray:
 
     bulk = nested_rhat(z_scale(x), superchains=k)
     tail = nested_rhat(z_scale(np.abs(x - np.median(x.reshape(-1, x.shape[-1]), axis=0))), superchains=k)
+    out = np.fmax(bulk, tail)
+    return out[0] if squeeze else out
+
+
+def _z_scale(a):
+    """Each coordinate's draws (pooled over every chain) replaced by the normal quantiles of their ranks (Vehtari et
+    al. 2021, eq. 14: ``Phi^-1((r - 3/8) / (S + 1/4))``, ties averaged)."""
+    from scipy.special import ndtri
+    from scipy.stats import rankdata
+
+    flat = a.reshape(-1, a.shape[-1])
+    r = rankdata(flat, axis=0, method="average")
+    return ndtri((r - 0.375) / (flat.shape[0] + 0.25)).reshape(a.shape)
+
+
+def rank_split_rhat(chains) -> np.ndarray:
+    """Rank-normalised split R-hat of every coordinate, as ArviZ computes it (``arviz_stats.rhat``, method "rank";
+    Vehtari, Gelman, Simpson, Carpenter & Bürkner 2021, sec. 4.3), vectorised over coordinates: each chain split
+    into its first and last halves (the middle draw dropped where ``N`` is odd), the draws rank-normalised
+    (:func:`_z_scale`), classic R-hat ``sqrt(((N - 1) / N W + B / N) / W)`` of those ("bulk") and of the same for
+    ``|x - median|`` ("tail"), the larger. It is made for a few long chains: on many short converged chains its
+    ``B / N`` term makes it exceed 1.01 often (issue 57), which is why ``steinax.sample`` decides ``ok`` on
+    :func:`rank_nested_rhat` and reports this one beside it.
+
+    Args:
+        chains: ``[C >= 1, N >= 4]`` or ``[C, N, d]`` draws.
+
+    Returns:
+        ``[]`` or ``[d]`` float64.
+    """
+    x = np.asarray(chains, np.float64)
+    if x.ndim not in (2, 3) or x.shape[1] < 4:
+        raise ValueError(f"`chains` must have shape [C, N >= 4] or [C, N >= 4, d]; received shape {x.shape}")
+    squeeze = x.ndim == 2
+    if squeeze:
+        x = x[..., None]
+    half = x.shape[1] // 2
+    x = np.concatenate([x[:, :half], x[:, -half:]], axis=0)  # [2C, N / 2, d]
+
+    def rhat(z):
+        n = z.shape[1]
+        between = n * z.mean(axis=1).var(axis=0, ddof=1)
+        within = z.var(axis=1, ddof=1).mean(axis=0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.sqrt((between / within + n - 1) / n)
+
+    bulk = rhat(_z_scale(x))
+    tail = rhat(_z_scale(np.abs(x - np.median(x.reshape(-1, x.shape[-1]), axis=0))))
     out = np.fmax(bulk, tail)
     return out[0] if squeeze else out
 

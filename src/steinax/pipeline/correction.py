@@ -65,7 +65,7 @@ import numpy as np
 from jax.sharding import Mesh
 
 from steinax._validation import check_settings
-from steinax.diagnostics.rhat import neighbour_superchains, rank_nested_rhat
+from steinax.diagnostics.rhat import neighbour_superchains, rank_nested_rhat, rank_split_rhat
 from steinax.particles.loop.interrupt import interrupt_scope
 from steinax.particles.loop.stages import AbstractStage, Staged, StageInterrupted
 from steinax.pipeline.divergences import where_divergences
@@ -137,6 +137,7 @@ class HMCCorrection(AbstractStage):
     Learns ``{"draws": [chains, kept, d] in the target's space, "sample_stats" (per kept draw, [chains, kept] each:
     "lp", "acceptance_rate", "diverging", "n_steps", "energy", "step_size"), "affine", "step_size", "leapfrog_steps" (the
     adapted mean), "acceptance" (mean over sampling), "divergences", "rhat", "ess_bulk" (worst coordinates),
+    "rhat_arviz" (the worst coordinate's rank-normalised split R-hat, as ArviZ reports it: not the rule),
     "steps" (transitions per chain after warm-up), "thin", "stopped" ("converged", "converged within modes" or
     "max_steps"), "modes" (``None``, or per mode its resident chains, split R-hat and ESS over them, draws, weight,
     bridge sampling's relative error, and the log-density evaluations spent), "weights" (``None``, or
@@ -363,7 +364,10 @@ class HMCCorrection(AbstractStage):
         # lp: the target's log-density (the whitening's constant log-determinant taken off AffineTarget's)
         sample_stats["lp"] = sample_stats["lp"] - float(affine.log_det())
         sample_stats["step_size"] = np.full(sample_stats["lp"].shape, float(step_size))
-        learnt = {"draws": draws_x, "sample_stats": sample_stats, "affine": affine, "step_size": float(step_size),
+        # beside the rule's nested R-hat, the one ArviZ reports on the same chains (made for a few long chains: it
+        # exceeds 1.01 on many short converged ones, so it does not decide ok)
+        rhat_arviz = float(np.nanmax(rank_split_rhat(draws_x))) if draws_x.shape[1] >= 4 else float("nan")
+        learnt = {"draws": draws_x, "rhat_arviz": rhat_arviz, "sample_stats": sample_stats, "affine": affine, "step_size": float(step_size),
                   "leapfrog_steps": float(leapfrogs),
                   "acceptance": float(np.mean(accept)), "divergences": divergent, "divergence_places": places,
                   "rhat": rhat, "ess_bulk": ess, "superchains": superchains.tolist(),

@@ -539,7 +539,10 @@ def _verdict(stages: dict, chains, flagged: bool) -> tuple[bool, str]:
             return True, (f"converged within {len(modes['weights'])} separated modes (split R-hat at most "
                           f"{np.nanmax(modes['rhat']):.3f} within each) after {c['steps']} transitions per chain; the modes' "
                           f"weights by bridge sampling: {shares}; `draws` are resampled by them{noted}")
-        return True, (f"converged: nested R-hat {c['rhat']:.3f}, bulk ESS {c['ess_bulk']:.0f} after "
+        arviz = c.get("rhat_arviz")
+        beside = (f" (ArviZ's split R-hat, made for a few long chains and not the rule here: {arviz:.3f})"
+                  if arviz is not None and np.isfinite(arviz) else "")
+        return True, (f"converged: nested R-hat {c['rhat']:.3f}{beside}, bulk ESS {c['ess_bulk']:.0f} after "
                       f"{c['steps']} transitions per chain{noted}")
     if flagged:
         named = stages["checks"].get("stragglers")
