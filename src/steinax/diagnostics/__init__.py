@@ -33,7 +33,7 @@ from steinax.diagnostics.control_variates import ControlVariateEstimate, stein_c
 from steinax.diagnostics.ess import effective_sample_size, mean_standard_error
 from steinax.diagnostics.importance import ImportanceWeights, stein_importance_weights
 from steinax.diagnostics.modes import MODES_LEVEL, ModeCheck, mode_check
-from steinax.diagnostics.rhat import neighbour_superchains, nested_rhat, rank_nested_rhat
+from steinax.diagnostics.rhat import neighbour_superchains, nested_rhat, rank_nested_rhat, rank_split_rhat
 from steinax.diagnostics.pareto import pareto_khat
 from steinax.diagnostics.quality import SampleQuality, as_sample_array, load_samples, sample_quality
 from steinax.diagnostics.relaxation import RELAXATION_LEVEL, RelaxationCheck, relaxation_check
@@ -45,4 +45,4 @@ __all__ = ["SampleQuality", "as_sample_array", "load_samples", "sample_quality",
            "ModeCheck", "mode_check", "MODES_LEVEL", "Thinning", "stein_thinning", "Compression", "stein_kernel_thinning",
            "ImportanceWeights", "stein_importance_weights", "ControlVariateEstimate", "stein_control_variates",
            "effective_sample_size", "mean_standard_error", "pareto_khat", "nested_rhat",
-           "rank_nested_rhat", "neighbour_superchains"]
+           "rank_nested_rhat", "rank_split_rhat", "neighbour_superchains"]
