@@ -215,3 +215,24 @@ def test_the_particle_stage_keeps_the_loops_advice_to_itself():
     learnt = out.learnt["particles"]
     assert not learnt["converged"] and learnt["steps"] == 100
     assert any("not converged after 100 steps" in note for note in learnt["warnings"])
+
+
+def test_a_log_density_rising_far_out_is_not_called_a_polynomial_tail():
+    """A ray along which the log-density rises again between 32 and 64 sds (a second, far component) is not a
+    polynomial tail: issue 58's table called the faithful mixture and the robust regression "no finite variance"
+    (r^-(-371), r^-(-1.7)) on nine right runs. It is recorded as ``rising`` (the shortcuts stay off), not as heavy."""
+    from steinax.pipeline.sample import tail_problems
+    from steinax.pipeline.sizing import tail_probe
+    from steinax.targets import AffineMap
+
+    def far_bump(x):  # N(0, I) with a tiny component 60 sds out along the first axis
+        near = -0.5 * jnp.sum(x**2)
+        bump = -0.5 * jnp.sum((x - jnp.array([64.0, 0.0])) ** 2) - 300.0
+        return jnp.logaddexp(near, bump)
+
+    probe = tail_probe(far_bump, AffineMap.from_moments(jnp.zeros(2), jnp.eye(2)))
+    assert probe["rising"] and not probe["heavy"] and probe["exponent"] == float("inf")
+    assert particle_stage("auto", {"method": "laplace", "optima": [{}], "importance": {"khat": 0.1, "draws": 400}},
+                          probe)["run"]
+    chains = np.random.default_rng(0).standard_normal((8, 200, 2))
+    assert tail_problems(chains, probe) == []  # the verdict is the draws' own k-hat's

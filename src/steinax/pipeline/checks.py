@@ -9,7 +9,8 @@
   :func:`steinax.diagnostics.sample_quality` with ``spread=True``;
 * **whether the correction runs** (``"always"``, or ``"auto"`` when the checks flag the points or name a straggler),
   **with how many chains** (:func:`~steinax.pipeline.sizing.correction_chains`) and **from which transition it judges
-  them** (:data:`~steinax.pipeline.sizing.HEAVY_MIN_STEPS` where the tail probe found heavy tails).
+  them** (:data:`~steinax.pipeline.sizing.HEAVY_MIN_STEPS` where the tail probe found heavy tails, or a
+  log-density that rises again far out).
 
 Every decision is recorded with its evidence in ``learnt["checks"]``; the points it hands on are the chosen start,
 as many rows as chains. Where the warm start's draws are chosen, what later stages read is the warm start's (its map,
@@ -89,9 +90,9 @@ class HandoffChecks(AbstractStage):
                                       self.devices)
             out["chains"] = sized
             tails = (learnt.get("sizing") or {}).get("tails")
-            if tails is not None and tails["heavy"] and self.min_steps < HEAVY_MIN_STEPS:
+            if tails is not None and (tails["heavy"] or tails.get("rising")) and self.min_steps < HEAVY_MIN_STEPS:
                 out["min_steps"] = {"min_steps": min(HEAVY_MIN_STEPS, self.max_steps),
-                                    "why": "heavy tails (stages['sizing'])"}
+                                    "why": "heavy tails or a rising log-density far out (stages['sizing'])"}
             if sized["chains"] < handed.particles.shape[0]:  # draws of one normal: the first rows are as good as any
                 handed = Staged(particles=handed.particles[: sized["chains"]], state=handed.state, learnt=handed.learnt)
         out["evaluations"] = spent

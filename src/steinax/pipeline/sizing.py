@@ -76,7 +76,9 @@ PARTICLE_SETTINGS = ("auto", True, False)
 
 
 def tail_probe(target, affine, max_rays: int = 32) -> dict:
-    """How fast the log-density falls along rays from ``affine``'s centre (module docstring): ``{"heavy", "ratio"
+    """How fast the log-density falls along rays from ``affine``'s centre (module docstring): ``{"heavy" (some ray
+    falls polynomially: growth ratio below 2 while still falling), "rising" (some ray's log-density rises again
+    between 32 and 64 sds: not a polynomial tail, but the normal is no proposal there either), "ratio"
     (the smallest growth ratio over the rays, ``inf`` where no ray could be measured), "exponent" (the smallest
     ``a`` with ``-log p ~ a log r`` from 32 to 64 sds over the polynomial rays, ``inf`` where none is; at most 3, the
     density along that ray falls no faster than ``r^-3``, and the marginal there, at least as heavy where the
@@ -114,11 +116,16 @@ def tail_probe(target, affine, max_rays: int = 32) -> dict:
     ok = np.all(np.isfinite(logp), axis=1) & np.isfinite(centre) & (near > 0)
     ratio = np.where(ok, far / np.where(ok, near, 1.0), np.inf)
     worst = int(np.argmin(ratio))
-    heavy = ratio < 2.0
-    # -log p ~ a log r far out: a = far / log 2 per doubling; the smallest over the polynomial rays
+    # a ray along which the log-density rises again between 32 and 64 sds (far < 0: a second mode, a likelihood
+    # unbounded as a scale goes to 0, a mixture component's plateau) says nothing about polynomial decay: the
+    # faithful mixture and the robust regression (issue 58's table: called "no finite variance", r^-(-371) and
+    # r^-(-1.7), on 9 right runs). It still turns the shortcuts off (`rising`), not the verdict
+    rising = ok & (far <= 0)
+    heavy = (ratio < 2.0) & ~rising
+    # -log p ~ a log r far out: a = far / log 2 per doubling; the smallest over the polynomial rays (a > 0)
     exponent = float(np.min(far[heavy]) / np.log(2.0)) if heavy.any() else float("inf")
-    return {"heavy": bool(heavy.any()), "ratio": float(ratio[worst]), "exponent": exponent, "ray": worst,
-            "rays": len(rays), "evaluations": int(logp.size + 1)}
+    return {"heavy": bool(heavy.any()), "rising": bool(rising.any()), "ratio": float(ratio[worst]),
+            "exponent": exponent, "ray": worst, "rays": len(rays), "evaluations": int(logp.size + 1)}
 
 
 def particle_stage(setting, warm: dict | None, tails: dict | None = None) -> dict:
@@ -138,6 +145,10 @@ def particle_stage(setting, warm: dict | None, tails: dict | None = None) -> dic
     if tails is not None and tails["heavy"]:
         return {"run": True, "why": f"the log-density falls off polynomially along a ray (growth ratio "
                                     f"{tails['ratio']:.2f} < 2, :func:`tail_probe`): heavy tails, the particles run",
+                "evidence": {"tails": tails}}
+    if tails is not None and tails.get("rising"):
+        return {"run": True, "why": "the log-density rises again along a ray between 32 and 64 sds of the warm start "
+                                    "(:func:`tail_probe`): the normal is no proposal there, the particles run",
                 "evidence": {"tails": tails}}
     importance = warm.get("importance") or {}
     khat, draws = importance.get("khat"), importance.get("draws")
