@@ -62,6 +62,9 @@ def main(argv=None):
                    help="a folder: each posterior's runs use JAX's persistent compilation cache in DIR/<posterior> "
                         "(steinax.enable_compilation_cache): seed 0 fills it (a first call, cold), later seeds read "
                         "it (a user's second script); rows say which (column `cache`)")
+    p.add_argument("--float32", action="store_true",
+                   help="run steinax.sample in float32 (JAX's default precision; the peers and scores stay float64): "
+                        "issue 59's precision question, in its own --out")
     p.add_argument("--summary-only", action="store_true", help="write summary.md and the figure from the rows; run nothing")
     p.add_argument("--in-process", action="store_true",
                    help="run every job in this process (default: each (posterior, seed) in a fresh one)")
@@ -87,13 +90,13 @@ def main(argv=None):
                     env["STEINAX_COMPILATION_CACHE"] = os.path.abspath(os.path.join(a.cache, name))
                 subprocess.run([sys.executable, os.path.abspath(__file__), "--in-process", "--posteriors", name,
                                 "--seeds", str(a.seeds), "--nuts-seeds", str(nuts_seeds), "--only-seed", str(seed),
-                                "--peers", *a.peers,
+                                "--peers", *a.peers, *(["--float32"] if a.float32 else []),
                                 "--nuts-min-ess", str(a.nuts_min_ess), "--nuts-warmup", str(a.nuts_warmup),
                                 "--out", a.out], check=False, env=env)
                 continue
             if a.only_seed is not None and seed != a.only_seed:
                 continue
-            run_seed(name, seed, methods, done, path, a.nuts_min_ess, a.nuts_warmup)
+            run_seed(name, seed, methods, done, path, a.nuts_min_ess, a.nuts_warmup, float32=a.float32)
     if a.only_seed is not None:
         return 0
     rows, note = merged_rows(read_rows(path), read_rows(a.previous) if a.previous else [], a.seeds, a.previous)
@@ -143,15 +146,24 @@ def figure(rows, path: str) -> None:
     save_figure(fig, path)
 
 
-def run_seed(name: str, seed: int, methods, done, path, nuts_min_ess: float = 1000.0, nuts_warmup: int = 1000) -> None:
-    """``steinax.sample`` and NUTS on ``name`` with ``seed`` (those of ``methods`` not ``done``), rows appended."""
+def run_seed(name: str, seed: int, methods, done, path, nuts_min_ess: float = 1000.0, nuts_warmup: int = 1000,
+             float32: bool = False) -> None:
+    """``steinax.sample`` and NUTS on ``name`` with ``seed`` (those of ``methods`` not ``done``), rows appended;
+    ``float32``: ``steinax.sample`` (the target built, the run, its draws) in float32, scored in float64."""
     for method in methods:
         if (name, method, str(seed)) in done:
             continue
-        with jax.enable_x64(True):  # scoped: the caller's precision is left as it was
+        with jax.enable_x64(not (float32 and method == "sample:sample")):  # scoped: the caller's precision is kept
             if method == "sample:sample":
                 cache = _cache_state()
-                rows = sample_rows(name, seed)
+                try:
+                    rows = sample_rows(name, seed)
+                except Exception as err:  # a run that raises is a result (float32 on a model in raw units)
+                    nan = float("nan")
+                    rows = [{"posterior": name, "d": get(name).dim, "method": method, "seed": seed, "n": 100,
+                             "gradient_evaluations": 0, "wall_s": nan, "mean_error_max": nan, "mean_error_median": nan,
+                             "sd_ratio_median": nan, "sd_ratio_min": nan, "sd_ratio_max": nan, "sinkhorn": nan,
+                             "ok": False, "message": f"raised {type(err).__name__}: {str(err)[:300]}"}]
                 rows[-1]["cache"] = cache
             elif method in ("nuts", "nuts_fixed"):
                 row = nuts_row if method == "nuts" else nuts_fixed_row
