@@ -236,3 +236,16 @@ def test_a_log_density_rising_far_out_is_not_called_a_polynomial_tail():
                           probe)["run"]
     chains = np.random.default_rng(0).standard_normal((8, 200, 2))
     assert tail_problems(chains, probe) == []  # the verdict is the draws' own k-hat's
+
+
+def test_a_not_ok_verdict_in_float32_names_float64():
+    """Issue 59's precision decision: a not-ok verdict reached in float32 says that float64 may help."""
+    from steinax.pipeline.sample import FLOAT32_NOTE, _verdict
+
+    stages = {"correction": {"stopped": "max_steps", "steps": 200, "rhat": 1.2, "ess_bulk": 10.0, "stragglers": [],
+                             "divergence_places": {"count": 0}}}
+    chains = np.zeros((4, 10, 2), np.float32)
+    ok, message = _verdict(stages, chains, False)
+    assert not ok and FLOAT32_NOTE in message
+    ok, message = _verdict(stages, chains.astype(np.float64), False)
+    assert not ok and FLOAT32_NOTE not in message
