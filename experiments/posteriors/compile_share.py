@@ -32,44 +32,35 @@ METHODS = ("sample", "nuts")
 FIELDS = ("posterior", "d", "seed", "method", "wall_s", "compile_s", "run_s", "programs", "mean_error_max")
 KEY = ("posterior", "seed", "method")
 HERE = os.path.dirname(os.path.abspath(__file__))
-from steinax.posteriors.yardstick.pipeline import COMPILE_EVENTS  # noqa: E402  (JAX's compilation events)
 
 
 def measure(name: str, method: str, seed: int) -> dict:
     """One call of ``method`` on posterior ``name`` in this process (as the suite makes it): its wall time, the part
     JAX spent compiling during it, and the number of XLA programs compiled (eager operations' small ones included);
     loading the posterior and scoring the draws are outside."""
-    import jax.monitoring
-
     import steinax
     from steinax.baselines.mcmc import nuts
+    from steinax.posteriors.sampling import compile_seconds
     from steinax.posteriors import get
 
     post = get(name)
     ref = post.reference()
-    seconds = {"compile": 0.0, "programs": 0, "on": False}
-
-    def listen(event, secs, **kwargs):
-        if seconds["on"] and event in COMPILE_EVENTS:
-            seconds["compile"] += secs
-            seconds["programs"] += event == COMPILE_EVENTS[-1]
-
-    jax.monitoring.register_event_duration_secs_listener(listen)
     key = jax.random.key(seed)
-    seconds["on"], t0 = True, time.perf_counter()
-    if method == "sample":
-        draws = steinax.sample(post.target, rng_key=key, num_particles=100, progress=False).draws
-    else:  # as steinax.posteriors.sampling.nuts_row
-        key_init, key_run = jax.random.split(key)
-        init = getattr(post.target, "init_particles", None)
-        x0 = init(key_init, 4) if init is not None else post.init(key_init, 4)
-        draws = nuts(post.target, x0, num_warmup=1000, num_samples=1000, rng_key=key_run, min_ess=1000.0)
-    draws = np.asarray(draws, np.float64).reshape(-1, post.dim)
-    wall, seconds["on"] = time.perf_counter() - t0, False
+    with compile_seconds() as compiled:  # the one listener (steinax.posteriors.sampling)
+        t0 = time.perf_counter()
+        if method == "sample":
+            draws = steinax.sample(post.target, rng_key=key, num_particles=100, progress=False).draws
+        else:  # as steinax.posteriors.sampling.nuts_row
+            key_init, key_run = jax.random.split(key)
+            init = getattr(post.target, "init_particles", None)
+            x0 = init(key_init, 4) if init is not None else post.init(key_init, 4)
+            draws = nuts(post.target, x0, num_warmup=1000, num_samples=1000, rng_key=key_run, min_ess=1000.0)
+        draws = np.asarray(draws, np.float64).reshape(-1, post.dim)
+        wall = time.perf_counter() - t0
     error = float(np.max(np.abs(draws.mean(0) - ref.mean) / ref.sd))
     return {"posterior": name, "d": post.dim, "seed": seed, "method": method, "wall_s": round(wall, 2),
-            "compile_s": round(seconds["compile"], 2), "run_s": round(wall - seconds["compile"], 2),
-            "programs": seconds["programs"], "mean_error_max": error}
+            "compile_s": round(compiled["seconds"], 2), "run_s": round(wall - compiled["seconds"], 2),
+            "programs": compiled["programs"], "mean_error_max": error}
 
 
 def summary(rows) -> str:
